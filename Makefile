@@ -1,0 +1,37 @@
+# Two commands a new user needs (README): `make demo` (main job) and `make test` (test suite).
+# Both create .venv and install the pinned requirements on first use, and again when requirements.txt changes.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-all test-gpu lint wheels clean
+
+$(STAMP): requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(PY) -m experiments.evaluate $(ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+
+# pytest exits 5 when it collects nothing; that is not a failure of the suite.
+test: lint
+	$(PY) -m pytest -q -m "not slow" $(ARGS); rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
+
+test-all: lint
+	$(PY) -m pytest -q $(ARGS); rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
+
+# On a CUDA machine (see README "GPU machines"): only the tests that need a GPU.
+test-gpu:
+	$(PYTHON) -m pytest -q -m gpu $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache outputs multirun

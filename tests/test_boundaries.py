@@ -1,0 +1,122 @@
+"""The package boundaries of the project (README "Layout"), checked statically and at import time."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("kernels_env", "models", "research", "experiments")
+FRAMEWORK = {"hydra", "omegaconf"}
+JAX_STACK = {"jax", "jaxlib", "flax", "optax", "orbax", "chex"}
+FORBIDDEN = {
+    "kernels_env": JAX_STACK | FRAMEWORK | {"models", "research", "experiments"},
+    "models": FRAMEWORK | {"research", "kernels_env", "experiments"},
+    "research": FRAMEWORK | {"experiments"},
+    "experiments": set(),
+}
+# research speaks to the sandbox only through these modules.
+RESEARCH_MAY_USE = {"kernels_env.client", "kernels_env.protocol"}
+
+
+def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Every module a source imports anywhere (also inside functions), relative imports resolved."""
+    found: set[str] = set()
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                stem = ".".join(base + ([node.module] if node.module else []))
+            else:
+                stem = node.module or ""
+            if stem:
+                found.add(stem)
+            found.update(f"{stem}.{alias.name}" if stem else alias.name for alias in node.names)
+    return found
+
+
+def violations(package: str, source: str, module: str, is_package: bool = False) -> list[str]:
+    bad = []
+    for name in sorted(imported_modules(source, module, is_package)):
+        top = name.split(".")[0]
+        sandbox_internals = (
+            package == "research"
+            and top == "kernels_env"
+            and name != "kernels_env"
+            and not any(name == m or name.startswith(m + ".") for m in RESEARCH_MAY_USE)
+        )
+        if top in FORBIDDEN[package] or sandbox_internals:
+            bad.append(name)
+    return bad
+
+
+def _modules(package: str):
+    for path in sorted((ROOT / package).rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        yield path, ".".join(parts), rel.name == "__init__"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_respects_boundaries(package):
+    assert (ROOT / package / "__init__.py").exists(), f"{package} is not a package"
+    doc = ast.get_docstring(ast.parse((ROOT / package / "__init__.py").read_text()))
+    assert doc and "import" in doc, f"{package}/__init__.py must say what lives there and what it may import"
+    problems = {}
+    for path, module, is_package in _modules(package):
+        bad = violations(package, path.read_text(), module, is_package)
+        if bad:
+            problems[str(path.relative_to(ROOT))] = bad
+    assert not problems, f"boundary violations: {problems}"
+
+
+def test_checker_catches_crossings():
+    assert violations("kernels_env", "import jax.numpy as jnp", "kernels_env.x") == ["jax.numpy"]
+    assert violations("kernels_env", "def f():\n    from research import rl", "kernels_env.x")
+    assert violations("kernels_env", "from ...models import policy", "kernels_env.sub.x") == [
+        "models",
+        "models.policy",
+    ]
+    assert violations("kernels_env", "from .. import research", "kernels_env", is_package=True) == [
+        "research"
+    ]
+    assert not violations("kernels_env", "from ..models import policy", "kernels_env.sub.x")
+    assert violations("models", "from omegaconf import OmegaConf", "models.x")
+    assert violations("research", "from kernels_env.worker import run", "research.x") == [
+        "kernels_env.worker",
+        "kernels_env.worker.run",
+    ]
+    assert not violations("research", "from kernels_env.client import SandboxClient", "research.x")
+    assert not violations("research", "from kernels_env import client", "research.x")
+    assert violations("research", "from kernels_env import worker", "research.x") == ["kernels_env.worker"]
+    assert not violations("kernels_env", "import torch\nfrom . import protocol", "kernels_env.x")
+
+
+def test_kernels_env_never_loads_jax_at_runtime():
+    """Transitive imports count too: import every kernels_env module in a fresh interpreter."""
+    modules = [m for _, m, _ in _modules("kernels_env") if not m.endswith("__main__")]
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] in "
+        f"{sorted(JAX_STACK | FRAMEWORK | {'models', 'research'})!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_experiments_are_thin():
+    for path, _, _ in _modules("experiments"):
+        if path.name.startswith("_"):
+            continue
+        lines = path.read_text().splitlines()
+        assert len(lines) <= 100, f"{path.name} has {len(lines)} lines; experiments stay <= 100 lines"

@@ -1,0 +1,107 @@
+"""Every Hydra root config, every option of every config group it uses, and every sweep preset composes and
+fills the library dataclass of its entry point (unknown keys and wrong types fail here, not on a cluster)."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from experiments._hydra import ConfigError, to_dataclass
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+ENTRY_POINTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.py") if not p.name.startswith("_"))
+
+
+def _entry(name):
+    module = importlib.import_module(f"experiments.{name}")
+    assert hasattr(module, "CONFIG_NAME") and hasattr(module, "to_config"), (
+        f"experiments/{name}.py must define CONFIG_NAME and to_config(cfg)"
+    )
+    return module
+
+
+def _groups_of(root: str) -> list[str]:
+    raw = OmegaConf.load(CONF / f"{root}.yaml")
+    groups = []
+    for item in raw.get("defaults", []):
+        if isinstance(item, str) or item is None:
+            continue
+        for key in item:
+            key = str(key).split("@")[0].removeprefix("override ")
+            if (CONF / key).is_dir():
+                groups.append(key)
+    return groups
+
+
+def _options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def _compose(root, overrides=(), hydra_cfg=False):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=root, overrides=list(overrides), return_hydra_config=hydra_cfg)
+
+
+def _fill(module, cfg):
+    # Mandatory values (???) are user inputs; give them a placeholder so the schema can be checked.
+    for key in [k for k in _missing_keys(cfg)]:
+        OmegaConf.update(cfg, key, "<required>", force_add=True)
+    return module.to_config(cfg)
+
+
+def _missing_keys(cfg, prefix=""):
+    for key in cfg:
+        path = f"{prefix}{key}"
+        if OmegaConf.is_missing(cfg, key):
+            yield path
+        elif OmegaConf.is_dict(cfg[key]):
+            yield from _missing_keys(cfg[key], path + ".")
+
+
+CASES = [
+    (entry, group, option)
+    for entry in ENTRY_POINTS
+    for group in _groups_of(_entry(entry).CONFIG_NAME)
+    for option in _options(group)
+]
+
+
+def test_there_is_a_main_job():
+    assert "evaluate" in ENTRY_POINTS
+
+
+@pytest.mark.parametrize(("entry", "group", "option"), CASES)
+def test_every_group_option_composes(entry, group, option):
+    module = _entry(entry)
+    cfg = _compose(module.CONFIG_NAME, [f"{group}={option}"])
+    assert _fill(module, cfg) is not None
+
+
+@pytest.mark.parametrize("sweep", sorted(p.stem for p in (CONF / "sweep").glob("*.yaml")))
+def test_every_sweep_preset_composes(sweep):
+    text = (CONF / "sweep" / f"{sweep}.yaml").read_text()
+    root = next(
+        (line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# root:")), "config"
+    )
+    module = next(_entry(e) for e in ENTRY_POINTS if _entry(e).CONFIG_NAME == root)
+    cfg = _compose(root, [f"+sweep={sweep}"], hydra_cfg=True)
+    params = cfg.hydra.sweeper.params
+    assert params, f"sweep {sweep} sets no hydra.sweeper.params"
+    axes = [[f"{k}={v.strip()}" for v in str(vals).split(",")] for k, vals in params.items()]
+    for combo in itertools.product(*axes):
+        assert _fill(module, _compose(root, list(combo))) is not None, combo
+
+
+def test_wrong_config_gets_a_clear_error():
+    from kernels_env.config import BatchConfig
+
+    with pytest.raises(ConfigError, match="BatchConfig"):
+        to_dataclass(BatchConfig, {"no_such_key": 1})
+    with pytest.raises(ConfigError, match="resume"):
+        to_dataclass(BatchConfig, {"resume": "not-a-bool"})
