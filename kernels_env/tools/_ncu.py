@@ -153,8 +153,13 @@ def _number(text: str):
 
 
 def _normalise(value, unit: str):
-    if isinstance(value, float) and unit in _SCALE:
+    if not isinstance(value, float):
+        return value
+    if unit in _SCALE:
         return value * _SCALE[unit]
+    for per in ("/block", "/thread", "/warp", "/launch"):  # e.g. "Kbyte/block" -> scale of "Kbyte"
+        if unit.endswith(per) and unit[: -len(per)] in _SCALE:
+            return value * _SCALE[unit[: -len(per)]]
     return value
 
 

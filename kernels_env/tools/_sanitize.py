@@ -37,7 +37,11 @@ def sanitize_tool(args: dict, ctx: ToolContext) -> dict:
             print_limit=int(args.get("print_limit", 20)),
             kernel_substring=args.get("kernel_substring"),
         )
-        res = run_cmd(cmd, budget, env=target_env())
+        env = target_env()
+        # Without the caching allocator every tensor is its own cudaMalloc, so memcheck sees exact bounds and
+        # initcheck sees fresh memory; with it, a small overrun lands inside a cached 2 MB segment unseen.
+        env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+        res = run_cmd(cmd, budget, env=env)
         text = log.read_text(errors="replace") if log.exists() else res.stdout + res.stderr
         rep = parse_sanitizer(text, tool)
         target = json.loads(result_file.read_text()) if result_file.exists() else {}
