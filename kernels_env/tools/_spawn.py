@@ -27,6 +27,7 @@ def run_tool_subprocess(
     python: str | None = None,
     env: dict | None = None,
     cwd: str | None = None,
+    grace_s: float = GRACE_S,
 ) -> dict:
     lim = limits if isinstance(limits, ToolLimits) else ToolLimits.from_dict(limits, name)
     request = {
@@ -53,7 +54,7 @@ def run_tool_subprocess(
         except BrokenPipeError:
             pass
         try:
-            proc.wait(timeout=lim.time_s + GRACE_S)
+            proc.wait(timeout=lim.time_s + grace_s)
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True

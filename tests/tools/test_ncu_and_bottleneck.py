@@ -31,7 +31,9 @@ def test_long_details_page():
     (rec,) = parse_ncu_csv((DOC / "ncu_details_long.csv").read_text())
     k = kernel_metrics(rec)
     assert rec["short_name"] == "at::native::vectorized_elementwise_kernel<4>"
-    assert k["duration_us"] == pytest.approx(290.0) and rec["metrics"]["dram__bytes_read.sum"] == pytest.approx(1.07e9)
+    assert k["duration_us"] == pytest.approx(290.0) and rec["metrics"][
+        "dram__bytes_read.sum"
+    ] == pytest.approx(1.07e9)
     assert k["dram_bytes"] is None  # write bytes not collected: no half-sum
     assert k["achieved_occupancy_pct"] == pytest.approx(80.2)
 
@@ -47,10 +49,23 @@ def test_labels_on_documented_sample():
 
 
 def _k(**kw):
-    base = {"duration_us": 100.0, "dram_pct": None, "memory_pct": None, "sm_pct": None, "tensor_pct": None,
-            "achieved_occupancy_pct": None, "theoretical_occupancy_pct": None, "occupancy_limiter": None,
-            "grid_size": None, "sm_count": 132, "registers_per_thread": None, "l1_hit_pct": None,
-            "l2_hit_pct": None, "dram_gbps": None, "waves_per_sm": None}
+    base = {
+        "duration_us": 100.0,
+        "dram_pct": None,
+        "memory_pct": None,
+        "sm_pct": None,
+        "tensor_pct": None,
+        "achieved_occupancy_pct": None,
+        "theoretical_occupancy_pct": None,
+        "occupancy_limiter": None,
+        "grid_size": None,
+        "sm_count": 132,
+        "registers_per_thread": None,
+        "l1_hit_pct": None,
+        "l2_hit_pct": None,
+        "dram_gbps": None,
+        "waves_per_sm": None,
+    }
     return {**base, **kw}
 
 
@@ -71,9 +86,18 @@ def test_classifier_compute_bound_and_tensor_pipe():
 
 
 def test_classifier_latency_occupancy_bound():
-    label, ev = classify(_k(dram_pct=20.0, memory_pct=25.0, sm_pct=15.0, achieved_occupancy_pct=9.0,
-                            theoretical_occupancy_pct=12.5, occupancy_limiter="registers", grid_size=40.0,
-                            registers_per_thread=255.0))
+    label, ev = classify(
+        _k(
+            dram_pct=20.0,
+            memory_pct=25.0,
+            sm_pct=15.0,
+            achieved_occupancy_pct=9.0,
+            theoretical_occupancy_pct=12.5,
+            occupancy_limiter="registers",
+            grid_size=40.0,
+            registers_per_thread=255.0,
+        )
+    )
     assert label == "latency/occupancy-bound"
     text = " ".join(ev)
     assert "limited by registers" in text and "40 blocks < 132 SMs" in text and "too few warps" in text
@@ -93,14 +117,20 @@ def test_aggregate_shares_and_marker_split():
     assert agg["kernel_us_per_forward"] == pytest.approx(197.44 + 1510.3 + 2.08)
     marker = dict(recs[2], name="at::cuda::(anonymous namespace)::spin_kernel(long)")
     ref, cand, found = split_at_marker([recs[0], marker, recs[1]])
-    assert found and [r["short_name"] for r in ref] == ["add_vec4"] and [r["short_name"] for r in cand] == ["fma_heavy"]
+    assert (
+        found
+        and [r["short_name"] for r in ref] == ["add_vec4"]
+        and [r["short_name"] for r in cand] == ["fma_heavy"]
+    )
     assert split_at_marker(recs)[2] is False
 
 
 def test_ncu_command_is_bounded_and_filtered():
     cmd = ncu_command("ncu", ["python", "t.py"], "/tmp/l.csv", launch_count=7, kernel_regex="add.*")
     s = " ".join(cmd)
-    assert "--clock-control none" in s and "--launch-count 7" in s and "--nvtx-include kernels_env_profile/" in s
+    assert (
+        "--clock-control none" in s and "--launch-count 7" in s and "--nvtx-include kernels_env_profile/" in s
+    )
     assert "--kernel-name regex:add.*" in s and cmd[-2:] == ["python", "t.py"]
     assert "--metrics" not in ncu_command("ncu", ["x"], "l", extra_metrics=False)
     assert find_ncu() is None or isinstance(find_ncu(), str)

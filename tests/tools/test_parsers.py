@@ -25,21 +25,30 @@ def test_ptxas_spills_and_register_cap_warning():
     assert k["registers"] == 24 and k["spills"]
     assert (k["stack_frame_bytes"], k["spill_store_bytes"], k["spill_load_bytes"]) == (96, 96, 132)
     assert k["cumulative_stack_bytes"] == 96
-    assert out["diagnostics"][0]["severity"] == "warning" and "register count" in out["diagnostics"][0]["message"]
+    assert (
+        out["diagnostics"][0]["severity"] == "warning"
+        and "register count" in out["diagnostics"][0]["message"]
+    )
 
 
 def test_ptxas_mangled_names_and_errors():
     (k,) = parse_ptxas(recorded("wmma_gemm.nvcc_ptxas_v.txt"))["kernels"]
     assert k["name"] == "_Z9wmma_gemmILi4EEvPK6__halfS2_Pfiii" and k["short_name"] == "wmma_gemm"
     out = parse_ptxas(recorded("too_much_smem.nvcc_ptxas_v.txt"))
-    assert out["diagnostics"][0]["severity"] == "error" and "too much shared data" in out["diagnostics"][0]["message"]
+    assert (
+        out["diagnostics"][0]["severity"] == "error"
+        and "too much shared data" in out["diagnostics"][0]["message"]
+    )
     assert out["kernels"][0]["shared_bytes"] == 65536
     (t,) = parse_ptxas(recorded("triton_dot.ptxas_v.txt"))["kernels"]
     assert t["arch"] == "sm_90a" and t["registers"] == 64
 
 
 def test_short_kernel_names():
-    assert short_kernel_name("_ZN2at6native18elementwise_kernelILi128ELi4EEEviT1_") == "at::native::elementwise_kernel"
+    assert (
+        short_kernel_name("_ZN2at6native18elementwise_kernelILi128ELi4EEEviT1_")
+        == "at::native::elementwise_kernel"
+    )
     assert short_kernel_name("void foo<4>(float*, int)") == "foo<4>"
     assert short_kernel_name("vec_add") == "vec_add"
 
@@ -68,7 +77,11 @@ def test_tool_and_host_compiler_lines():
         "nvcc fatal   : Unsupported gpu architecture 'compute_12'\n"
     )
     d = parse_diagnostics(text)
-    assert [(x["tool"], x["severity"]) for x in d] == [("ptxas", "error"), ("host", "error"), ("nvcc", "error")]
+    assert [(x["tool"], x["severity"]) for x in d] == [
+        ("ptxas", "error"),
+        ("host", "error"),
+        ("nvcc", "error"),
+    ]
     assert (d[1]["file"], d[1]["line"], d[1]["column"]) == ("kernel.cu", 12, 5)
 
 
@@ -83,7 +96,9 @@ def test_sass_vector_loads_and_no_tensor_cores():
 def test_sass_hmma_from_wmma_both_disassemblers():
     a = parse_sass(recorded("wmma_gemm.cuobjdump_sass.txt"))["_Z9wmma_gemmILi4EEvPK6__halfS2_Pfiii"]
     b = parse_sass(recorded("wmma_gemm.nvdisasm.txt"))["_Z9wmma_gemmILi4EEvPK6__halfS2_Pfiii"]
-    assert a["uses_tensor_cores"] and a["tensor_core"] == b["tensor_core"] == {"HMMA": a["tensor_core"]["HMMA"]}
+    assert a["uses_tensor_cores"] and a["tensor_core"] == b["tensor_core"] == {
+        "HMMA": a["tensor_core"]["HMMA"]
+    }
     assert a["tensor_core"]["HMMA"] >= 2 and "HMMA.16816.F32" in a["tensor_core_variants"]
     assert a["instructions"] == b["instructions"]
 

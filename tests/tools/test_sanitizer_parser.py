@@ -16,8 +16,12 @@ def test_memcheck_dedups_oob_writes_and_keeps_api_error():
     assert oob["kind"] == "invalid __global__ write" and oob["count"] == 2
     assert (oob["kernel"], oob["file"], oob["line"]) == ("scale_oob", "/tmp/nvrtc/scale_oob.cu", 4)
     assert oob["thread"] == [0, 0, 0] and oob["block"] == [16, 0, 0] and oob["address_is"] == "out of bounds"
-    assert oob["nearest_allocation"] == {"offset_bytes": 1, "side": "after", "address": "0x7f1a2c000000",
-                                         "size_bytes": 16384}
+    assert oob["nearest_allocation"] == {
+        "offset_bytes": 1,
+        "side": "after",
+        "address": "0x7f1a2c000000",
+        "size_bytes": 16384,
+    }
     assert any(f["kind"] == "CUDA API error" for f in r["findings"])
 
 
@@ -31,8 +35,11 @@ def test_racecheck_pairs_both_sides():
 def test_initcheck_location_variant_and_interleaved_app_output():
     r = parse_sanitizer((DOC / "sanitizer_initcheck.txt").read_text(), "initcheck")
     (f,) = r["findings"]
-    assert f["kind"] == "uninitialized read" and (f["file"], f["line"], f["kernel"]) == ("add_scratch.cu", 4,
-                                                                                          "add_scratch")
+    assert f["kind"] == "uninitialized read" and (f["file"], f["line"], f["kernel"]) == (
+        "add_scratch.cu",
+        4,
+        "add_scratch",
+    )
 
 
 def test_clean_and_incomplete():
