@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             if a.mode == "range":
                 torch.cuda.nvtx.range_push(NVTX_RANGE)
             for i, (label, root, model, inputs) in enumerate(built):
-                if i:  # a marker kernel between the two models' launches, to split the profile
+                if (
+                    i and a.mode == "range"
+                ):  # a marker kernel between the two models' launches splits the profile
                     torch.cuda._sleep(MARKER_CYCLES)
                 t0 = time.perf_counter()
                 with in_directory(root) if root else contextlib.nullcontext():

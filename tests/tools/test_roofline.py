@@ -54,12 +54,12 @@ class Conv(nn.Module):
 
 
 def test_conv_flops_and_parameter_bytes():
-    B, C, H, W, O, k = 8, 64, 56, 56, 128, 3
-    c = count_reference(_ref(Conv, lambda: [torch.rand(B, C, H, W)], init=(C, O, k)))
+    B, C, H, W, Co, k = 8, 64, 56, 56, 128, 3
+    c = count_reference(_ref(Conv, lambda: [torch.rand(B, C, H, W)], init=(C, Co, k)))
     Ho, Wo = H - k + 1, W - k + 1
-    assert c["matmul_flops"] == 2 * B * O * Ho * Wo * C * k * k
-    assert c["param_bytes"] == 4 * O * C * k * k
-    assert c["compulsory_bytes"] == 4 * (B * C * H * W + O * C * k * k + B * O * Ho * Wo)
+    assert c["matmul_flops"] == 2 * B * Co * Ho * Wo * C * k * k
+    assert c["param_bytes"] == 4 * Co * C * k * k
+    assert c["compulsory_bytes"] == 4 * (B * C * H * W + Co * C * k * k + B * Co * Ho * Wo)
 
 
 def test_floor_and_distance():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -127,12 +128,8 @@ def test_final_evaluation_uses_a_fresh_snapshot_and_the_original_reference(ws):
     seen = {}
 
     def evaluator(reference, solution):
-        seen["ref"] = open(reference).read()
-        seen["files"] = sorted(
-            str(p.relative_to(solution))
-            for p in __import__("pathlib").Path(solution).rglob("*")
-            if p.is_file()
-        )
+        seen["ref"] = Path(reference).read_text()
+        seen["files"] = sorted(str(p.relative_to(solution)) for p in Path(solution).rglob("*") if p.is_file())
         seen["dir"] = solution
         return {"status": "correct"}
 
