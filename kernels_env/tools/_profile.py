@@ -115,12 +115,15 @@ def _run_ncu(args: dict, ctx: ToolContext, which: str, iters: int, warmup: int, 
     target = target_argv(args, which, "range", result_file, warmup, iters)
     attempts = []
     for extra in (True, False):
+        regex = args.get("kernel_regex")
+        if regex and which == "both":  # keep the marker that splits reference from candidate
+            regex = f"(?:{regex})|{MARKER_KERNEL}"
         cmd = ncu_command(
             ncu,
             target,
             str(log),
             launch_count=max_launches,
-            kernel_regex=args.get("kernel_regex"),
+            kernel_regex=regex,
             extra_metrics=extra,
         )
         res = run_cmd(cmd, ctx.check_time(f"ncu ({which})"), env=target_env())
