@@ -158,3 +158,38 @@ def test_events_profile_on_cpu_and_roofline(tmp_path):
     assert res["reference"]["kernels"][0]["short_name"] == "aten::mul"
     assert res["roofline"]["counts"]["compulsory_bytes"] == 2 * 4096 * 4
     assert "roofline: floor" in r["text"]
+
+
+def test_profiling_target_runs_reference_then_candidate_on_cpu(tmp_path):
+    import sys
+
+    sol = tmp_path / "sol.py"
+    sol.write_text(
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    )
+    res = tmp_path / "r.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernels_env.tools._target",
+        "--reference",
+        str(PROBLEMS / "ref_small.py"),
+        "--solution",
+        str(sol),
+        "--which",
+        "both",
+        "--mode",
+        "once",
+        "--device",
+        "cpu",
+        "--result",
+        str(res),
+    ]
+    out = run_cmd(cmd, 120)
+    status = json.loads(res.read_text())
+    assert out.returncode == 0 and status["ok"], status
+    assert "reference_forward_s" in status and "candidate_forward_s" in status
+    sol.write_text("raise RuntimeError('boom at import')\n")
+    out = run_cmd(cmd, 120)
+    status = json.loads(res.read_text())
+    assert out.returncode == 1 and not status["ok"] and "boom at import" in status["error"]
