@@ -1,0 +1,103 @@
+"""Time per profile call and per compile call (median over a set of kernels), as the agent pays it.
+
+Each call goes through ``run_tool_subprocess`` (a fresh tool process: Python + torch start-up included),
+exactly like a workspace session's tool call. Target (issue 4): profile summary under 10 s for a level-1
+task. Usage: ``python benchmarks/tool_latency.py --out results.json [--repeats 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernels_env.tools import run_tool_subprocess  # noqa: E402
+
+P = ROOT / "tests" / "tools" / "fixtures" / "problems"
+CASES = [  # (reference, solution): CUDA via NVRTC and a Triton kernel
+    ("ref_add.py", "sol_add_vec4.py"),
+    ("ref_add.py", "sol_fma_heavy.py"),
+    ("ref_small.py", "sol_clean.py"),
+    ("ref_small.py", "sol_triton_add.py"),
+]
+
+
+def environment() -> dict:
+    env = {"python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        env["cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            env["gpu"] = torch.cuda.get_device_name()
+            env["driver"] = torch.cuda.driver_version() if hasattr(torch.cuda, "driver_version") else None
+    except Exception as e:  # noqa: BLE001
+        env["torch_error"] = str(e)
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    return env
+
+
+def timed(tool: str, args: dict, time_s: float) -> dict:
+    t0 = time.perf_counter()
+    resp = run_tool_subprocess(tool, args, {"time_s": time_s, "max_output_bytes": 64_000})
+    wall = time.perf_counter() - t0
+    return {
+        "tool": tool,
+        "solution": Path(args["solution"]).name,
+        "mode": args.get("mode"),
+        "ok": resp["ok"],
+        "wall_s": round(wall, 3),
+        "error": resp.get("error"),
+        "text_chars": len(resp.get("text") or ""),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--modes", default="ncu,events")
+    a = ap.parse_args()
+    runs = []
+    for _ in range(a.repeats):
+        for ref, sol in CASES:
+            base = {"reference": str(P / ref), "solution": str(P / sol)}
+            runs.append(timed("compile", {**base, "sass": True}, 120))
+            print(json.dumps(runs[-1]), flush=True)
+            for mode in a.modes.split(","):
+                runs.append(timed("profile", {**base, "mode": mode}, 120))
+                print(json.dumps(runs[-1]), flush=True)
+    summary = {}
+    for key in ("compile", "profile:ncu", "profile:events"):
+        tool, _, mode = key.partition(":")
+        ts = [r["wall_s"] for r in runs if r["tool"] == tool and (not mode or r["mode"] == mode) and r["ok"]]
+        n_all = sum(1 for r in runs if r["tool"] == tool and (not mode or r["mode"] == mode))
+        summary[key] = {
+            "median_s": statistics.median(ts) if ts else None,
+            "max_s": max(ts) if ts else None,
+            "ok": len(ts),
+            "calls": n_all,
+        }
+    med = summary["profile:ncu"]["median_s"]
+    summary["profile_under_10s"] = med is not None and med < 10.0
+    out = {"environment": environment(), "summary": summary, "runs": runs}
+    Path(a.out).write_text(json.dumps(out, indent=1))
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""The ``profile`` tool: where the forward's time goes and why, per kernel, for the candidate and the eager
+reference; plus the task's roofline floor and the candidate's distance from it.
+
+Modes: ``ncu`` (Nsight Compute: one process profiles the reference's then the candidate's forward inside an
+NVTX range, split by a marker kernel; only launches in that range, at most ``max_launches`` each) and
+``events`` (no ncu: per-launch device time from the PyTorch profiler, CUDA events per forward). ``auto``
+picks ncu when it and a GPU are there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from ._bottleneck import classify
+from ._context import ToolContext, ToolError, run_cmd
+from ._ncu import MARKER_KERNEL, find_ncu, kernel_metrics, ncu_command, parse_ncu_csv
+
+_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def target_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def target_argv(args: dict, which: str, mode: str, result: Path, warmup: int, iters: int) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "kernels_env.tools._target",
+        "--reference",
+        str(args["reference"]),
+        "--which",
+        which,
+        "--mode",
+        mode,
+        "--warmup",
+        str(warmup),
+        "--iters",
+        str(iters),
+        "--result",
+        str(result),
+    ]
+    if which != "reference":
+        argv += ["--solution", str(args["solution"])]
+    return argv
+
+
+def aggregate(records: list[dict], iters: int) -> dict:
+    """Group launches by kernel; metrics and bottleneck of each kernel from its longest launch."""
+    groups: dict[str, dict] = {}
+    for rec in records:
+        km = kernel_metrics(rec)
+        g = groups.setdefault(
+            rec["name"],
+            {
+                "name": rec["name"],
+                "short_name": rec["short_name"],
+                "launches": 0,
+                "total_us": 0.0,
+                "grid": rec.get("grid"),
+                "block": rec.get("block"),
+                "_best": None,
+            },
+        )
+        g["launches"] += 1
+        g["total_us"] += km["duration_us"] or 0.0
+        if g["_best"] is None or (km["duration_us"] or 0) > (g["_best"]["duration_us"] or 0):
+            g["_best"] = km
+    total = sum(g["total_us"] for g in groups.values())
+    kernels = []
+    for g in sorted(groups.values(), key=lambda r: -r["total_us"]):
+        km = g.pop("_best")
+        label, evidence = classify(km)
+        g.update(
+            share_pct=100.0 * g["total_us"] / total if total else 0.0,
+            mean_us=g["total_us"] / g["launches"],
+            metrics={k: v for k, v in km.items() if v is not None and v != {}},
+            bottleneck=label,
+            evidence=evidence,
+        )
+        kernels.append(g)
+    return {
+        "kernels": kernels,
+        "kernel_us_per_forward": total / max(iters, 1),
+        "launches_per_forward": sum(k["launches"] for k in kernels) / max(iters, 1),
+    }
+
+
+def split_at_marker(records: list[dict]) -> tuple[list[dict], list[dict], bool]:
+    idx = next((i for i, r in enumerate(records) if MARKER_KERNEL in r["name"]), None)
+    if idx is None:
+        return [], records, False
+    return records[:idx], records[idx + 1 :], True
+
+
+def _run_ncu(args: dict, ctx: ToolContext, which: str, iters: int, warmup: int, max_launches: int) -> dict:
+    ncu = find_ncu()
+    tmp = ctx.tmpdir()
+    result_file, log = tmp / f"target_{which}.json", tmp / f"ncu_{which}.csv"
+    target = target_argv(args, which, "range", result_file, warmup, iters)
+    attempts = []
+    for extra in (True, False):
+        regex = args.get("kernel_regex")
+        if regex and which == "both":  # keep the marker that splits reference from candidate
+            regex = f"(?:{regex})|{MARKER_KERNEL}"
+        cmd = ncu_command(
+            ncu,
+            target,
+            str(log),
+            launch_count=max_launches,
+            kernel_regex=regex,
+            extra_metrics=extra,
+        )
+        res = run_cmd(cmd, ctx.check_time(f"ncu ({which})"), env=target_env())
+        text = log.read_text(errors="replace") if log.exists() else ""
+        attempts.append(
+            {
+                "extra_metrics": extra,
+                "returncode": res.returncode,
+                "timed_out": res.timed_out,
+                "elapsed_s": round(res.elapsed_s, 2),
+            }
+        )
+        records = parse_ncu_csv(text)
+        if res.timed_out:
+            raise ToolError(f"ncu timed out after {res.elapsed_s:.0f}s (time limit {ctx.limits.time_s:.0f}s)")
+        if records or (res.returncode == 0 and "==ERROR==" not in text + res.stdout):
+            break
+    status = json.loads(result_file.read_text()) if result_file.exists() else {}
+    out = {"records": records, "target": status, "attempts": attempts}
+    if not status.get("ok", False):
+        out["error"] = status.get("error") or f"target did not finish (ncu rc={res.returncode})"
+        out["log_tail"] = (text + res.stdout + res.stderr)[-3000:]
+    elif not records:
+        out["log_tail"] = (text + res.stdout + res.stderr)[-3000:]
+    return out
+
+
+def _events(args: dict, ctx: ToolContext, device: str, warmup: int, iters: int, with_reference: bool) -> dict:
+    from ._events import profile_forward
+    from ._load import build, in_directory, load_reference, load_solution, make_inputs, resolve_solution
+
+    ref = load_reference(args["reference"])
+    out = {}
+    if with_reference:
+        ctx.check_time("profiling the reference")
+        out["reference"] = profile_forward(
+            build(ref, ref.Model, device), make_inputs(ref, device), device=device, warmup=warmup, iters=iters
+        )
+    sol = resolve_solution(args["solution"])
+    with in_directory(sol.root):
+        cls = load_solution(sol).ModelNew
+        ctx.check_time("profiling the candidate")
+        out["candidate"] = profile_forward(
+            build(ref, cls, device), make_inputs(ref, device), device=device, warmup=warmup, iters=iters
+        )
+    return out
+
+
+def roofline_block(args: dict, cuda: bool, measured_us: float | None) -> dict:
+    from ._load import load_reference
+    from ._roofline import count_reference, distance, floor, measure_ceilings, nominal_ceilings
+
+    counts = count_reference(load_reference(args["reference"]))
+    out = {"counts": {k: v for k, v in counts.items() if k != "ops"}, "top_ops": counts["ops"][:8]}
+    ceilings = None
+    if cuda:
+        try:
+            ceilings = measure_ceilings(args.get("cache_dir"))
+        except Exception as e:  # noqa: BLE001 - fall back to the spec sheet
+            out["ceilings_error"] = f"{type(e).__name__}: {e}"
+            import torch
+
+            ceilings = nominal_ceilings(torch.cuda.get_device_name())
+    elif args.get("device_name"):
+        ceilings = nominal_ceilings(args["device_name"])
+    if ceilings:
+        out["ceilings"] = ceilings
+        out["floor"] = floor(counts, ceilings)
+        out["candidate"] = distance(out["floor"]["floor_us"], measured_us)
+    else:
+        out["note"] = "no GPU and no known 'device_name': FLOP/byte counts only"
+    return out
+
+
+def profile_tool(args: dict, ctx: ToolContext) -> dict:
+    for key in ("reference", "solution"):
+        if not args.get(key):
+            raise ToolError(f"profile needs '{key}'")
+    cuda = _cuda()
+    mode = args.get("mode", "auto")
+    if mode not in ("auto", "ncu", "events"):
+        raise ToolError(f"mode must be auto, ncu or events, not {mode!r}")
+    notes = []
+    if mode == "auto":
+        mode = "ncu" if cuda and find_ncu() else "events"
+        if cuda and mode == "events":
+            notes.append("ncu not found: cheap mode (per-launch times only, no bottleneck metrics)")
+    if mode == "ncu" and not (cuda and find_ncu()):
+        raise ToolError(
+            "mode 'ncu' needs a CUDA GPU and Nsight Compute (ncu on PATH, /usr/local/cuda/bin, "
+            "/opt/nvidia/nsight-compute/*)"
+        )
+    with_ref = bool(args.get("include_reference", True))
+    device = "cuda" if cuda else "cpu"
+    result: dict = {"mode": mode, "device": _device_name(cuda), "notes": notes}
+    if mode == "ncu":
+        iters = int(args.get("iters", 1))
+        max_launches = int(args.get("max_launches", 64))
+        which = "both" if with_ref else "candidate"
+        run = _run_ncu(
+            args,
+            ctx,
+            which,
+            iters,
+            int(args.get("warmup", 2)),
+            2 * max_launches + 1 if with_ref else max_launches,
+        )
+        if run.get("error"):
+            result["error"] = run["error"]
+            result["log_tail"] = run.get("log_tail")
+            if run["target"].get("traceback"):
+                result["traceback"] = run["target"]["traceback"]
+            return result
+        records = run["records"]
+        if with_ref:
+            ref_recs, cand_recs, found = split_at_marker(records)
+            if not found:
+                notes.append(
+                    f"launch limit reached inside the reference (>{max_launches} launches): candidate "
+                    f"not profiled; rerun with include_reference=false"
+                )
+            result["reference"] = aggregate(ref_recs, iters)
+        else:
+            cand_recs = records
+        result["candidate"] = aggregate(cand_recs, iters)
+        if not cand_recs:
+            notes.append(
+                "no kernel was launched inside the candidate's forward (computing on the CPU? everything "
+                "cached?)"
+            )
+            if run.get("log_tail"):
+                result["log_tail"] = run["log_tail"]
+        result["ncu_attempts"] = run["attempts"]
+        measured = result["candidate"]["kernel_us_per_forward"] or None
+    else:
+        ev = _events(args, ctx, device, int(args.get("warmup", 3)), int(args.get("iters", 10)), with_ref)
+        result.update(ev)
+        measured = ev["candidate"].get("forward_us") if cuda else None
+    if result.get("reference") and result.get("candidate"):
+        rt = result["reference"].get("kernel_us_per_forward")
+        ct = result["candidate"].get("kernel_us_per_forward")
+        if rt and ct:
+            result["kernel_time_ratio"] = rt / ct  # >1: the candidate's kernels take less device time
+    if args.get("roofline", True):
+        try:
+            result["roofline"] = roofline_block(args, cuda, measured)
+        except Exception as e:  # noqa: BLE001 - data-dependent references cannot run on meta tensors
+            result["roofline"] = {"error": f"{type(e).__name__}: {e}"[:500]}
+    return result
+
+
+def _device_name(cuda: bool) -> str:
+    if not cuda:
+        return "cpu"
+    import torch
+
+    return torch.cuda.get_device_name()

@@ -1,0 +1,88 @@
+"""The process that ncu / compute-sanitizer launch: build the model, warm up, run the measured forwards.
+
+``python -m kernels_env.tools._target --reference R --solution S --which candidate|reference
+--mode range|once [--warmup N] [--iters N] --result FILE``. In ``range`` mode the measured forwards run
+inside the NVTX push/pop range the profiler filters on, after a device synchronisation, so warm-up, JIT and
+autotuning launches are never profiled. It writes a JSON status to ``--result`` (its stdout belongs to the
+candidate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+import traceback
+
+from ._load import build, in_directory, load_reference, load_solution, make_inputs, resolve_solution
+from ._ncu import MARKER_CYCLES, NVTX_RANGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reference", required=True)
+    ap.add_argument("--solution")
+    ap.add_argument("--which", choices=("candidate", "reference", "both"), default="candidate")
+    ap.add_argument("--mode", choices=("range", "once"), default="range")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=1)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--result", required=True)
+    a = ap.parse_args(argv)
+    status: dict = {"ok": False, "stage": "load"}
+    try:
+        import torch
+
+        ref = load_reference(a.reference)
+        runs = []  # (label, root, model class) in profiling order: reference first, then the candidate
+        if a.which in ("reference", "both"):
+            runs.append(("reference", None, ref.Model))
+        if a.which in ("candidate", "both"):
+            sol = resolve_solution(a.solution)
+            runs.append(("candidate", sol.root, load_solution(sol).ModelNew))
+        status["stage"] = "build"
+        built = []
+        for label, root, cls in runs:
+            with in_directory(root) if root else contextlib.nullcontext():
+                built.append((label, root, build(ref, cls, a.device), make_inputs(ref, a.device)))
+        status["stage"] = "warmup"
+        with torch.no_grad():
+            for _label, root, model, inputs in built:
+                with in_directory(root) if root else contextlib.nullcontext():
+                    for _ in range(a.warmup if a.mode == "range" else 0):
+                        model(*inputs)
+            _sync(torch, a.device)
+            status["stage"] = "forward"
+            if a.mode == "range":
+                torch.cuda.nvtx.range_push(NVTX_RANGE)
+            for i, (label, root, model, inputs) in enumerate(built):
+                if (
+                    i and a.mode == "range"
+                ):  # a marker kernel between the two models' launches splits the profile
+                    torch.cuda._sleep(MARKER_CYCLES)
+                t0 = time.perf_counter()
+                with in_directory(root) if root else contextlib.nullcontext():
+                    for _ in range(a.iters):
+                        model(*inputs)
+                _sync(torch, a.device)
+                status[f"{label}_forward_s"] = time.perf_counter() - t0
+            if a.mode == "range":
+                torch.cuda.nvtx.range_pop()
+        status.update(ok=True, stage="done")
+    except BaseException as e:  # noqa: BLE001 - report everything, including SystemExit from the candidate
+        status["error"] = f"{type(e).__name__}: {e}"[:2000]
+        status["traceback"] = traceback.format_exc()[-4000:]
+    with open(a.result, "w") as f:
+        json.dump(status, f)
+    return 0 if status["ok"] else 1
+
+
+def _sync(torch, device):
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""ncu CSV parsing (documented layouts; real outputs once unpacked) and the bottleneck classifier."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES, REAL, needs_real
+
+from kernels_env.tools._bottleneck import classify
+from kernels_env.tools._ncu import find_ncu, kernel_metrics, ncu_command, parse_ncu_csv
+from kernels_env.tools._profile import aggregate, split_at_marker
+
+DOC = FIXTURES / "documented"
+
+
+def test_wide_raw_page_units_and_separators():
+    recs = parse_ncu_csv((DOC / "ncu_raw_wide.csv").read_text())
+    assert [r["short_name"] for r in recs] == ["add_vec4", "fma_heavy", "tiny_kernel"]
+    add = kernel_metrics(recs[0])
+    assert add["duration_us"] == pytest.approx(197.44)  # usecond -> ns -> us
+    assert add["dram_bytes"] == pytest.approx((536.87 + 268.44) * 1e6)  # Mbyte -> bytes
+    assert add["dram_gbps"] == pytest.approx(805.31e6 / 197.44e-6 / 1e9, rel=1e-6)
+    assert add["occupancy_limiter"] == "warps (block size)" and add["registers_per_thread"] == 22
+    assert add["l2_hit_pct"] == pytest.approx(33.3) and add["waves_per_sm"] == pytest.approx(62.06)
+    assert add["sm_count"] == 132
+    fma = kernel_metrics(recs[1])
+    assert fma["duration_us"] == pytest.approx(1510.3)  # "1,510.3": thousands separator
+    assert fma["tensor_pct"] == 0.0
+
+
+def test_long_details_page():
+    (rec,) = parse_ncu_csv((DOC / "ncu_details_long.csv").read_text())
+    k = kernel_metrics(rec)
+    assert rec["short_name"] == "at::native::vectorized_elementwise_kernel<4>"
+    assert k["duration_us"] == pytest.approx(290.0) and rec["metrics"][
+        "dram__bytes_read.sum"
+    ] == pytest.approx(1.07e9)
+    assert k["dram_bytes"] is None  # write bytes not collected: no half-sum
+    assert k["achieved_occupancy_pct"] == pytest.approx(80.2)
+
+
+def test_no_csv_is_empty_not_a_crash():
+    assert parse_ncu_csv("==PROF== Connected\n==ERROR== The application returned an error code (1).\n") == []
+
+
+def test_labels_on_documented_sample():
+    recs = parse_ncu_csv((DOC / "ncu_raw_wide.csv").read_text())
+    labels = [classify(kernel_metrics(r))[0] for r in recs]
+    assert labels == ["memory-bound", "compute-bound", "launch-bound"]
+
+
+def _k(**kw):
+    base = {
+        "duration_us": 100.0,
+        "dram_pct": None,
+        "memory_pct": None,
+        "sm_pct": None,
+        "tensor_pct": None,
+        "achieved_occupancy_pct": None,
+        "theoretical_occupancy_pct": None,
+        "occupancy_limiter": None,
+        "grid_size": None,
+        "sm_count": 132,
+        "registers_per_thread": None,
+        "l1_hit_pct": None,
+        "l2_hit_pct": None,
+        "dram_gbps": None,
+        "waves_per_sm": None,
+    }
+    return {**base, **kw}
+
+
+def test_classifier_memory_bound_with_evidence():
+    label, ev = classify(_k(dram_pct=85.0, memory_pct=86.0, sm_pct=20.0, dram_gbps=4100.0))
+    assert label == "memory-bound"
+    assert "86%" in ev[0] and "20%" in ev[0] and "4100 GB/s" in ev[1]
+
+
+def test_classifier_cache_bound_is_memory_bound_not_dram():
+    label, ev = classify(_k(dram_pct=10.0, memory_pct=80.0, sm_pct=30.0, l1_hit_pct=90.0, l2_hit_pct=70.0))
+    assert label == "memory-bound" and any("L1/L2" in e for e in ev)
+
+
+def test_classifier_compute_bound_and_tensor_pipe():
+    label, ev = classify(_k(dram_pct=5.0, memory_pct=12.0, sm_pct=40.0, tensor_pct=91.0))
+    assert label == "compute-bound" and "91%" in ev[0] and "tensor pipe 91%" in ev[1]
+
+
+def test_classifier_latency_occupancy_bound():
+    label, ev = classify(
+        _k(
+            dram_pct=20.0,
+            memory_pct=25.0,
+            sm_pct=15.0,
+            achieved_occupancy_pct=9.0,
+            theoretical_occupancy_pct=12.5,
+            occupancy_limiter="registers",
+            grid_size=40.0,
+            registers_per_thread=255.0,
+        )
+    )
+    assert label == "latency/occupancy-bound"
+    text = " ".join(ev)
+    assert "limited by registers" in text and "40 blocks < 132 SMs" in text and "too few warps" in text
+
+
+def test_classifier_launch_bound_and_unknown():
+    assert classify(_k(duration_us=2.0, dram_pct=1.0, sm_pct=2.0))[0] == "launch-bound"
+    assert classify(_k(duration_us=2.0, dram_pct=90.0, sm_pct=2.0))[0] == "memory-bound"  # short but busy
+    assert classify(_k())[0] == "unknown"
+
+
+def test_aggregate_shares_and_marker_split():
+    recs = parse_ncu_csv((DOC / "ncu_raw_wide.csv").read_text())
+    agg = aggregate(recs, iters=1)
+    assert agg["kernels"][0]["short_name"] == "fma_heavy"  # sorted by time
+    assert sum(k["share_pct"] for k in agg["kernels"]) == pytest.approx(100.0)
+    assert agg["kernel_us_per_forward"] == pytest.approx(197.44 + 1510.3 + 2.08)
+    marker = dict(recs[2], name="at::cuda::(anonymous namespace)::spin_kernel(long)")
+    ref, cand, found = split_at_marker([recs[0], marker, recs[1]])
+    assert (
+        found
+        and [r["short_name"] for r in ref] == ["add_vec4"]
+        and [r["short_name"] for r in cand] == ["fma_heavy"]
+    )
+    assert split_at_marker(recs)[2] is False
+
+
+def test_ncu_command_is_bounded_and_filtered():
+    cmd = ncu_command("ncu", ["python", "t.py"], "/tmp/l.csv", launch_count=7, kernel_regex="add.*")
+    s = " ".join(cmd)
+    assert (
+        "--clock-control none" in s and "--launch-count 7" in s and "--nvtx-include kernels_env_profile/" in s
+    )
+    assert "--kernel-name regex:add.*" in s and cmd[-2:] == ["python", "t.py"]
+    assert "--metrics" not in ncu_command("ncu", ["x"], "l", extra_metrics=False)
+    assert find_ncu() is None or isinstance(find_ncu(), str)
+
+
+@needs_real
+def test_real_ncu_outputs_parse_and_label():
+    files = sorted(REAL.glob("ncu_*.csv"))
+    assert files, "expected ncu_*.csv in fixtures/real"
+    labels = {}
+    for f in files:
+        recs = parse_ncu_csv(f.read_text(errors="replace"))
+        assert recs, f"no kernel parsed from {f.name}"
+        for r in recs:
+            k = kernel_metrics(r)
+            assert k["duration_us"] and k["duration_us"] > 0, (f.name, r["name"])
+            assert k["sm_pct"] is not None and k["dram_pct"] is not None, (f.name, r["name"])
+            labels[(f.stem, r["short_name"])] = classify(k)[0]
+    mem = [v for (f, n), v in labels.items() if "add_vec4" in n]
+    comp = [v for (f, n), v in labels.items() if "fma_heavy" in n]
+    assert mem and all(v == "memory-bound" for v in mem), labels
+    assert comp and all(v == "compute-bound" for v in comp), labels

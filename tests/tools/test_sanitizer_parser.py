@@ -1,0 +1,68 @@
+"""compute-sanitizer report parsing (documented layouts; real outputs once unpacked)."""
+
+from __future__ import annotations
+
+from conftest import FIXTURES, REAL, needs_real
+
+from kernels_env.tools._sanitizer import parse_sanitizer, sanitizer_command
+
+DOC = FIXTURES / "documented"
+
+
+def test_memcheck_dedups_oob_writes_and_keeps_api_error():
+    r = parse_sanitizer((DOC / "sanitizer_memcheck.txt").read_text(), "memcheck")
+    assert r["completed"] and r["error_count"] == 33 and r["summary"]["not_printed"] == 30 and not r["clean"]
+    oob = r["findings"][0]
+    assert oob["kind"] == "invalid __global__ write" and oob["count"] == 2
+    assert (oob["kernel"], oob["file"], oob["line"]) == ("scale_oob", "/tmp/nvrtc/scale_oob.cu", 4)
+    assert oob["thread"] == [0, 0, 0] and oob["block"] == [16, 0, 0] and oob["address_is"] == "out of bounds"
+    assert oob["nearest_allocation"] == {
+        "offset_bytes": 1,
+        "side": "after",
+        "address": "0x7f1a2c000000",
+        "size_bytes": 16384,
+    }
+    assert any(f["kind"] == "CUDA API error" for f in r["findings"])
+
+
+def test_racecheck_pairs_both_sides():
+    r = parse_sanitizer((DOC / "sanitizer_racecheck.txt").read_text(), "racecheck")
+    (f,) = r["findings"]
+    assert r["error_count"] == 1 and f["hazards"] == 7936 and f["kernel"] == "reverse_race"
+    assert (f["line"], f["other"]["line"], f["other"]["access"]) == (5, 7, "Read")
+
+
+def test_initcheck_location_variant_and_interleaved_app_output():
+    r = parse_sanitizer((DOC / "sanitizer_initcheck.txt").read_text(), "initcheck")
+    (f,) = r["findings"]
+    assert f["kind"] == "uninitialized read" and (f["file"], f["line"], f["kernel"]) == (
+        "add_scratch.cu",
+        4,
+        "add_scratch",
+    )
+
+
+def test_clean_and_incomplete():
+    assert parse_sanitizer((DOC / "sanitizer_clean.txt").read_text())["clean"]
+    r = parse_sanitizer("========= COMPUTE-SANITIZER\n")  # killed before its summary
+    assert not r["completed"] and not r["clean"]
+
+
+def test_command():
+    cmd = sanitizer_command("cs", "racecheck", ["python", "x.py"], "/tmp/l", kernel_substring="rev")
+    assert cmd[:3] == ["cs", "--tool", "racecheck"] and "kns=rev" in cmd and cmd[-2:] == ["python", "x.py"]
+
+
+@needs_real
+def test_real_sanitizer_outputs():
+    def rep(name, tool):
+        return parse_sanitizer((REAL / name).read_text(errors="replace"), tool)
+
+    oob = rep("sanitizer_memcheck_oob.log", "memcheck")
+    assert oob["completed"] and any("write" in f["kind"] for f in oob["findings"]), oob
+    race = rep("sanitizer_racecheck_race.log", "racecheck")
+    assert race["completed"] and any("race" in f["kind"] for f in race["findings"]), race
+    init = rep("sanitizer_initcheck_uninit.log", "initcheck")
+    assert init["completed"] and any(f["kind"] == "uninitialized read" for f in init["findings"]), init
+    for tool in ("memcheck", "racecheck", "initcheck"):
+        assert rep(f"sanitizer_{tool}_clean.log", tool)["clean"], tool
