@@ -31,6 +31,7 @@ step "versions"
 NCU=$($PY -c "from kernels_env.tools._ncu import find_ncu; print(find_ncu() or 'ncu')")
 CS=$($PY -c "from kernels_env.tools._sanitizer import find_sanitizer; print(find_sanitizer() or 'compute-sanitizer')")
 
+SAN_PIDS=()
 step "1a. sanitizer captures (background, in parallel with ncu)"
 san() {  # tool solution name [extra args...]
   local tool=$1 sol=$2 name=$3; shift 3
@@ -40,13 +41,13 @@ san() {  # tool solution name [extra args...]
     --mode once --result "$FIX/target_${name}.json" > "$FIX/sanitizer_${name}.stdout" 2>&1
   echo "$name rc=$?" >> "$FIX/sanitizer_rcs.txt"
 }
-san memcheck sol_oob.py memcheck_oob &
-san racecheck sol_race.py racecheck_race &
-san initcheck sol_uninit.py initcheck_uninit &
-san memcheck sol_clean.py memcheck_clean &
-san racecheck sol_clean.py racecheck_clean &
-san initcheck sol_clean.py initcheck_clean &
-san memcheck sol_oob.py memcheck_oob_kns --kernel-name kns=scale_oob &
+san memcheck sol_oob.py memcheck_oob & SAN_PIDS+=($!)
+san racecheck sol_race.py racecheck_race & SAN_PIDS+=($!)
+san initcheck sol_uninit.py initcheck_uninit & SAN_PIDS+=($!)
+san memcheck sol_clean.py memcheck_clean & SAN_PIDS+=($!)
+san racecheck sol_clean.py racecheck_clean & SAN_PIDS+=($!)
+san initcheck sol_clean.py initcheck_clean & SAN_PIDS+=($!)
+san memcheck sol_oob.py memcheck_oob_kns --kernel-name kns=scale_oob & SAN_PIDS+=($!)
 
 step "1b. ncu captures (serial)"
 ncu_cap() {  # name which solution [extra python kwargs for ncu_command]
@@ -74,7 +75,8 @@ timeout 90 "$NCU" --csv --page details --print-units base --clock-control none -
   $PY -m kernels_env.tools._target --reference $P/ref_add.py --solution $P/sol_add_vec4.py --which candidate \
   --mode range --result "$FIX/target_details.json" > "$FIX/ncu_details.stdout" 2>&1
 echo "ncu details rc=$?" | tee -a "$FIX/ncu_rcs.txt"
-wait
+# A bare `wait` would also wait for the `tee` process substitution above and never return.
+wait "${SAN_PIDS[@]}"
 cat "$FIX/sanitizer_rcs.txt"
 tar -czf "$OUT/profiler_fixtures.tar.gz" -C "$WORK" real && echo "fixtures: $(du -h "$OUT/profiler_fixtures.tar.gz" | cut -f1)"
 RC[fixtures]=0
