@@ -303,3 +303,44 @@ def test_nvrtc_diagnostics_and_missing_kernel(fp_cache, build_only):
     with pytest.raises(CompileError, match="cannot find kernel 'nothere'") as info:
         nvrtc_kernel('extern "C" __global__ void k(float* x) { x[0] = 1; }\n', "nothere")
     assert "kernels found: k" in info.value.diagnostics[0]["message"]
+
+
+SCALAR_CU = r"""
+#include <cuda_runtime.h>
+extern "C" int returns_code(int code) { return code; }
+extern "C" double add_halves(double a, float b) { return a + b; }
+extern "C" long long widen(unsigned int a, long long b) { return (long long)a + b; }
+extern "C" void nothing(void) {}
+"""
+
+
+@NO_GPU
+def test_ctypes_calls_through_a_loaded_library_without_gpu(fp_cache, monkeypatch):
+    """The call machinery (argtypes, return codes, error strings) on a really loaded .so; only the
+    post-call cudaGetLastError is stubbed, since without a driver it reports 'insufficient driver'."""
+    import kernels_env.fastpath.library as library
+
+    monkeypatch.delenv("KERNELS_ENV_BUILD_ONLY", raising=False)
+    monkeypatch.setattr(library, "cuda_unavailable_reason", lambda: None)
+    lib = cuda_library({"scalars.cu": SCALAR_CU})
+    assert lib.loaded
+    assert lib._last_error() == 35  # cudaErrorInsufficientDriver: the real runtime answered
+    assert "insufficient" in lib.error_string(35)
+    with pytest.raises(
+        RuntimeError, match="CUDA error after scalars.nothing: CUDA driver version is insufficient"
+    ):
+        lib.nothing()
+    monkeypatch.setattr(lib, "_last_error", lambda: 0)
+    assert lib.returns_code(0) is None
+    with pytest.raises(RuntimeError, match=r"scalars.returns_code returned error 2: out of memory"):
+        lib.returns_code(2)
+    with pytest.raises(RuntimeError, match="unrecognized error code"):
+        lib.returns_code(1002)
+    assert lib.add_halves(1.25, 2.5) == 3.75
+    assert lib.widen(2**32 - 1, 2**40) == 2**32 - 1 + 2**40
+    assert lib.nothing() is None
+    with pytest.raises(OverflowError):
+        lib.widen(-1, 0)
+    with pytest.raises(TypeError, match="takes 2 arguments, got 1"):
+        lib.widen(1)
+    assert "add_halves" in dir(lib) and "double add_halves(double a, float b)" in lib.add_halves.__doc__
