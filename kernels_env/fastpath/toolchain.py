@@ -171,6 +171,11 @@ class CudaLibraryFiles:
         return [f"-L{self.lib_dir}", f"-l{self.link_name}", f"-Xlinker=-rpath,{self.lib_dir}"]
 
     @property
+    def host_link_flags(self) -> list[str]:
+        """The same for a plain host linker (g++), e.g. ``load_inline(extra_ldflags=...)``."""
+        return [f"-L{self.lib_dir}", f"-l{self.link_name}", f"-Wl,-rpath,{self.lib_dir}"]
+
+    @property
     def fingerprint(self) -> str:
         """Identity of the linked file (path, size, mtime): a changed library gives a new cache key."""
         st = os.stat(self.path)
