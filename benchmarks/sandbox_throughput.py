@@ -118,7 +118,8 @@ def check_solution(task: str, solution, torch) -> dict:
     torch.manual_seed(42)
     new = solution.ModelNew(*init).cuda()
     torch.manual_seed(1234)
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+    with torch.device("cuda"):  # torch.rand in get_inputs() draws on the GPU: same distribution, no host copy
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
     with torch.no_grad():
         expected = model(*inputs)
         got = new(*inputs)
@@ -214,9 +215,9 @@ def run_pool(
         with lock:
             results.extend(rec)
             r = rec[0]
-            state = (
-                "skipped" if r.get("skipped") else ("error" if r.get("error") else f"{r['compile_s']:.2f} s")
-            )
+            err = (r.get("error") or "").strip().splitlines()
+            state = f"ERROR {err[-1][:200]}" if err else f"{r['compile_s']:.2f} s"
+            state = "skipped" if r.get("skipped") else state
             log(f"  {mode:11s} {task:24s} {state}" + (f" correct={r['correct']}" if "correct" in r else ""))
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
@@ -353,10 +354,11 @@ def step_spread(args) -> dict:
             model = ref.Model(*init).cuda()
             torch.manual_seed(42)
             new = sol.ModelNew(*init).cuda()
-            sets = [
-                [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
-                for _ in range(args.input_sets)
-            ]
+            with torch.device("cuda"):
+                sets = [
+                    [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+                    for _ in range(args.input_sets)
+                ]
             with torch.no_grad():
                 rec["candidate_ms"] = time_callable(new, sets, args.iters, 5, flush, torch)
                 rec["eager_ms"] = time_callable(model, sets, args.iters, 5, flush, torch)
@@ -444,6 +446,7 @@ def step_e2e(args) -> dict:
 
         from kernels_env.config import JudgeConfig, SandboxConfig
     except Exception as exc:  # the sandbox is built in parallel; the compile numbers stand without it
+        log(f"sandbox client not available ({type(exc).__name__}: {exc}); end-to-end step skipped")
         return {"available": False, "error": f"{type(exc).__name__}: {exc}"}
     tasks = list_tasks(getattr(args, "e2e_tasks", None) or args.tasks)
     work = Path(tempfile.mkdtemp(prefix="fastpath_e2e_"))
@@ -746,9 +749,24 @@ def markdown(results: dict) -> str:
                 _fmt(sp.get("speedup_vs_eager"), "x"),
             )
         )
+    notes = [
+        f"- {row['task']} ({key.removesuffix('_note')}): {row[key].strip().splitlines()[-1][:200]}"
+        for row in comp.get("summary", {}).get("per_task", [])
+        for key in row
+        if key.endswith("_note") and row[key].strip()
+    ]
+    if notes:
+        lines += ["", "Not measured or failed:", *notes]
     e2e = results.get("e2e", {})
     if not e2e.get("available", False):
         lines += ["", f"End-to-end: sandbox client not available ({e2e.get('error', 'not run')})."]
+    elif e2e.get("summary"):
+        summary = e2e["summary"]
+        lines += [
+            "",
+            f"End-to-end: {summary.get('candidates')} candidates, statuses {summary.get('statuses')}; tasks "
+            f"{', '.join(e2e.get('tasks', []))}; baselines {e2e.get('baselines')}.",
+        ]
     return "\n".join(lines) + "\n"
 
 
