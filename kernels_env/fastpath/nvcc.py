@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -115,18 +114,33 @@ def key_payload(
 
 
 def run_tool(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int, str]:
-    """(return code, stdout+stderr); the whole process group is killed on timeout."""
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
+    """(return code, stdout+stderr). The tool stays in the caller's process group, so a supervisor that
+    kills a compile worker's group also ends nvcc, cicc and ptxas; on timeout the whole tree is killed."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _kill_tree(proc)
         out, _ = proc.communicate()
         return -9, (out or "") + f"\n{cmd[0]}: killed after the {timeout_s:.0f} s compile timeout"
+    except BaseException:
+        _kill_tree(proc)
+        raise
     return proc.returncode, out or ""
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    try:
+        import psutil
+
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except Exception:  # psutil missing or the process already gone: kill what we can reach
+        children = []
+    for child in children:
+        with contextlib.suppress(Exception):
+            child.kill()
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
 
 
 def _exports(path: Path) -> list[str] | None:

@@ -36,7 +36,7 @@ def nvcc_spy(tmp_path, monkeypatch):
     d = tmp_path / "spy"
     d.mkdir()
     script = d / "nvcc"
-    log, delay, version = d / "calls.log", d / "delay", d / "version"
+    log, delay, version, pidfile = d / "calls.log", d / "delay", d / "version", d / "pid"
     script.write_text(
         textwrap.dedent(
             f"""\
@@ -46,7 +46,8 @@ def nvcc_spy(tmp_path, monkeypatch):
               exec {real} "$@"
             fi
             echo "$@" >> {log}
-            if [ -f {delay} ]; then sleep "$(cat {delay})"; fi
+            echo $$ > {pidfile}
+            if [ -f {delay} ]; then sleep "$(cat {delay})" & echo $! > {pidfile}.sleep; wait; fi
             exec {real} "$@"
             """
         )
@@ -68,5 +69,12 @@ def nvcc_spy(tmp_path, monkeypatch):
         @staticmethod
         def set_version(text: str) -> None:
             version.write_text(text)
+
+        @staticmethod
+        def last_pids() -> list[int]:
+            """PIDs of the last compile call: the wrapper shell and its sleep (when delayed)."""
+            pids = [int(pidfile.read_text())]
+            sleeper = pidfile.with_name(pidfile.name + ".sleep")
+            return pids + ([int(sleeper.read_text())] if sleeper.exists() else [])
 
     return Spy

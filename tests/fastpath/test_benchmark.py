@@ -68,6 +68,7 @@ def test_both_solution_sets_run_the_same_cuda_source():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.slow  # ~12 nvcc builds: run with -m slow (make test-all) before spending GPU time
 def test_every_fastpath_solution_builds(fp_cache, build_only):
     from kernels_env.fastpath import find_cuda_library
 

@@ -186,6 +186,31 @@ def test_killed_build_leaves_no_entry_and_does_not_block(fp_cache, build_only, n
     assert list((fp_cache / "tmp").iterdir()) == []
 
 
+def test_compile_timeout_kills_the_compiler_tree(fp_cache, build_only, nvcc_spy, monkeypatch):
+    import psutil
+
+    monkeypatch.setenv("KERNELS_ENV_COMPILE_TIMEOUT", "2")
+    nvcc_spy.set_delay(120)
+    start = time.monotonic()
+    with pytest.raises(CompileError, match="killed after the 2 s compile timeout"):
+        cuda_library({"relu.cu": RELU_CU})
+    assert time.monotonic() - start < 60
+    pids = nvcc_spy.last_pids()
+    assert len(pids) == 2
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids), "the compiler's process tree survived the timeout"
+    assert list((fp_cache / "entries").iterdir()) == []
+
+
 def test_corrupted_entries_are_rebuilt(fp_cache, build_only, nvcc_spy):
     lib = cuda_library({"relu.cu": RELU_CU})
     so = Path(lib.path)
