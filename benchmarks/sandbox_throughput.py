@@ -202,9 +202,12 @@ def run_pool(
     scratch: Path,
     deadline: float,
     timeout_s: float,
+    results: list[dict] | None = None,
+    progress: Callable[[], None] | None = None,
 ) -> list[dict]:
-    """One process per task, ``concurrency`` at a time; tasks not started before ``deadline`` are skipped."""
-    results: list[dict] = []
+    """One process per task, ``concurrency`` at a time; tasks not started before ``deadline`` are skipped.
+    Records are appended to ``results`` as they arrive and ``progress()`` is called after each."""
+    results = [] if results is None else results
     lock = threading.Lock()
 
     def one(task: str) -> None:
@@ -219,10 +222,13 @@ def run_pool(
             state = f"ERROR {err[-1][:200]}" if err else f"{r['compile_s']:.2f} s"
             state = "skipped" if r.get("skipped") else state
             log(f"  {mode:11s} {task:24s} {state}" + (f" correct={r['correct']}" if "correct" in r else ""))
+            if progress is not None:
+                progress()
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         list(pool.map(one, tasks))
-    return sorted(results, key=lambda r: r["task"])
+    results.sort(key=lambda r: r["task"])
+    return results
 
 
 def _compile_summary(records: list[dict]) -> dict:
@@ -241,29 +247,39 @@ def step_compile(args) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix="fastpath_bench_"))
     deadline = time.monotonic() + args.compile_deadline_s
     out: dict = {"tasks": tasks, "load_inline_tasks": li_tasks, "concurrency": args.concurrency}
+
+    def checkpoint() -> None:  # a step killed by its timeout still leaves what it measured
+        _write(getattr(args, "part_out", None), summarize_compile(json.loads(json.dumps(out, default=str))))
+
     try:
         log(f"fast path, one process, sequential, with correctness checks: {len(tasks)} tasks")
-        out["fastpath_solo"] = run_worker("fastpath", tasks, True, scratch, timeout_s=600)
+        out["fastpath_solo"] = run_worker("fastpath", tasks, True, scratch, timeout_s=150)
         out["fastpath_solo"].sort(key=lambda r: r["task"])
         for r in out["fastpath_solo"]:
             log(
                 f"  fastpath    {r['task']:24s} {r.get('compile_s') or float('nan'):.3f} s "
                 f"correct={r.get('correct')} {r.get('error', '')[:200]}"
             )
+        checkpoint()
         log(f"fast path, {args.concurrency} processes at once (like load_inline below)")
-        out["fastpath_concurrent"] = run_pool(
-            "fastpath", tasks, args.concurrency, False, scratch, deadline, timeout_s=600
+        out["fastpath_concurrent"] = []
+        run_pool(
+            "fastpath", tasks, args.concurrency, False, scratch, deadline, 90, out["fastpath_concurrent"]
         )
+        checkpoint()
         if not args.skip_load_inline:
             log(f"load_inline, {args.concurrency} processes at once: {len(li_tasks)} tasks")
-            out["load_inline_concurrent"] = run_pool(
+            out["load_inline_concurrent"] = []
+            run_pool(
                 "load_inline",
                 li_tasks,
                 args.concurrency,
                 True,
                 scratch,
                 deadline,
-                timeout_s=args.build_timeout_s,
+                args.build_timeout_s,
+                out["load_inline_concurrent"],
+                checkpoint,
             )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -452,6 +468,10 @@ def step_e2e(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="fastpath_e2e_"))
     baselines = [b for b in args.baselines.split(",") if b]
     out: dict = {"available": True, "tasks": tasks, "baselines": baselines, "warm": [], "sequential": []}
+
+    def checkpoint() -> None:  # a step killed by its timeout still leaves what it measured
+        _write(getattr(args, "part_out", None), summarize_e2e(json.loads(json.dumps(out, default=str))))
+
     try:
         try:
             config = SandboxConfig(device="cuda", cache_dir=str(work / "sandbox_cache"))
@@ -491,6 +511,7 @@ def step_e2e(args) -> dict:
                     break
                 rec = evaluate(task, SOLUTIONS / "fastpath" / f"{task}.py")
                 out["warm"].append(rec)
+                checkpoint()
                 log(f"  warm {task:24s} {rec['seconds']:.2f} s {rec['status']} {rec.get('error', '')[:150]}")
             seq_deadline = time.monotonic() + (deadline - time.monotonic()) * (
                 0.6 if args.e2e_concurrency > 1 else 1.0
@@ -501,6 +522,8 @@ def step_e2e(args) -> dict:
                 task = tasks[i % len(tasks)]
                 rec = evaluate(task, make_candidate(task, f"seq{i}-{uuid.uuid4().hex[:8]}", _fresh(work)))
                 out["sequential"].append(rec)
+                out["sequential_wall_s"] = time.perf_counter() - seq_start
+                checkpoint()
                 log(f"  cand {task:24s} {rec['seconds']:.2f} s {rec['status']} reward={rec.get('reward')}")
                 i += 1
             out["sequential_wall_s"] = time.perf_counter() - seq_start
@@ -770,6 +793,38 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(results: dict, path: str) -> None:
+    """Per-task compile time of both paths (log scale) and, when measured, the end-to-end latency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = results.get("compile", {}).get("summary", {}).get("per_task", [])
+    tasks = [r["task"] for r in rows]
+    fig, ax = plt.subplots(figsize=(max(7, 0.7 * len(tasks) + 4), 4.5))
+    width = 0.27
+    series = [
+        ("fast path, 1 process", "fastpath_solo_s"),
+        ("fast path, concurrent", "fastpath_concurrent_s"),
+        ("load_inline, concurrent", "load_inline_s"),
+    ]
+    for k, (label, key) in enumerate(series):
+        xs = [i + (k - 1) * width for i in range(len(tasks))]
+        ax.bar(xs, [r.get(key) or 0 for r in rows], width, label=label)
+    ax.set_yscale("log")
+    ax.set_ylabel("compile time (s, log scale)")
+    ax.set_xticks(range(len(tasks)), tasks, rotation=45, ha="right")
+    env = results.get("environment", {})
+    ratio = results.get("headline", {}).get("compile_speedup")
+    title = f"Build time per solution, {env.get('gpu', '?')}"
+    ax.set_title(title + (f"\nmedian load_inline / fast path = {ratio:.0f}x" if ratio else ""), fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def step_report(args) -> dict:
     if args.from_file:
         results = json.loads(Path(args.from_file).read_text())
@@ -841,6 +896,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--from", dest="from_file", default=None)
     r.add_argument("--out", default=None)
     r.add_argument("--markdown", default=None)
+    r.add_argument("--plot", default=None, help="PNG of per-task compile times")
     w = sub.add_parser("_worker")
     w.add_argument("--mode", choices=MODES, required=True)
     w.add_argument("--tasks", required=True)
@@ -858,16 +914,20 @@ def main(argv: list[str] | None = None) -> int:
         _write(args.out, results)
         if args.markdown:
             Path(args.markdown).write_text(results["markdown"])
+        if args.plot:
+            plot(results, args.plot)
         print(results["markdown"])
         return 0
     steps = {"compile": step_compile, "spread": step_spread, "e2e": step_e2e}
     if args.cmd in steps:
+        args.part_out = args.out
         data = _guarded(steps[args.cmd], args)
         _write(args.out, data)
         return 0 if "error" not in data else 1
     parts = Path(tempfile.mkdtemp(prefix="fastpath_parts_"))
     for name, fn in steps.items():
-        _write(str(parts / f"{name}.json"), _guarded(fn, args))
+        args.part_out = str(parts / f"{name}.json")
+        _write(args.part_out, _guarded(fn, args))
     results = step_report(argparse.Namespace(from_file=None, parts=str(parts)))
     _write(args.out or "sandbox_throughput.json", results)
     if args.markdown:

@@ -47,9 +47,10 @@ class LauncherFunction:
         proto, where = self.prototype, f"{self.library.name}.{self.prototype.name}"
         if self._cfunc is None:
             raise RuntimeError(f"{where} cannot run: {self.library.unloaded_reason}")
-        if proto.variadic or any(s.kind == "unsupported" for s in self.specs):
+        if proto.variadic or any(s.kind in ("unsupported", "opaque") for s in self.specs):
             raise TypeError(
-                f"{where}: {proto} has parameters ctypes cannot pass (variadic or C++ references)"
+                f"{where}: {proto} has parameters ctypes cannot pass (varargs, C++ references, or a type it "
+                "does not know passed by value); take a pointer, or declare C types with signatures="
             )
         n = len(self.specs)
         if self.auto_stream and len(args) == n - 1:

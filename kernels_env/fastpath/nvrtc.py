@@ -4,6 +4,7 @@ torch tensors on torch's current stream through the CUDA driver API."""
 from __future__ import annotations
 
 import ctypes
+import operator
 import re
 import threading
 import time
@@ -181,8 +182,12 @@ class NvrtcKernel:
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+    try:
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        dims = tuple(operator.index(d) for d in items)
+    except TypeError:
+        dims = ()
+    if not 1 <= len(dims) <= 3 or not all(d >= 1 for d in dims):
         raise ValueError(f"{what} must be a positive int or a tuple of 1-3 positive ints, got {value!r}")
     return (*dims, *(1,) * (3 - len(dims)))
 

@@ -159,6 +159,8 @@ def test_report_from_parts(tmp_path):
     assert results["environment"]["date"] and "python" in results["environment"]
     rerendered = bench.markdown(results)
     assert rerendered == md
+    bench.plot(results, str(tmp_path / "compile.png"))
+    assert (tmp_path / "compile.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_cli_compile_step_without_gpu(tmp_path, fp_cache):

@@ -343,6 +343,8 @@ extern "C" int returns_code(int code) { return code; }
 extern "C" double add_halves(double a, float b) { return a + b; }
 extern "C" long long widen(unsigned int a, long long b) { return (long long)a + b; }
 extern "C" void nothing(void) {}
+typedef struct { int a, b; } pair_t;
+extern "C" int by_value(pair_t p) { return p.a + p.b; }
 """
 
 
@@ -376,3 +378,5 @@ def test_ctypes_calls_through_a_loaded_library_without_gpu(fp_cache, monkeypatch
     with pytest.raises(TypeError, match="takes 2 arguments, got 1"):
         lib.widen(1)
     assert "add_halves" in dir(lib) and "double add_halves(double a, float b)" in lib.add_halves.__doc__
+    with pytest.raises(TypeError, match="ctypes cannot pass"):
+        lib.by_value(1)
