@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -154,11 +155,14 @@ def worker(mode: str, tasks: list[str], check: bool, scratch: Path) -> None:
                     for v in vars(module).values()
                     if type(v).__name__ in ("CudaLibrary", "NvrtcKernel")
                 ]
-            if check and cuda:
-                rec.update(check_solution(task, module, torch))
         except BaseException as exc:  # a broken solution is a result, not a crash of the benchmark
             rec["error"] = f"{type(exc).__name__}: {exc}"[:2000]
             rec.setdefault("compile_s", None)
+        if check and cuda and "error" not in rec:
+            try:
+                rec.update(check_solution(task, module, torch))
+            except BaseException as exc:
+                rec.update(correct=False, check_error=f"{type(exc).__name__}: {exc}"[:2000])
         print(RESULT_PREFIX + json.dumps(rec), flush=True)
         shutil.rmtree(fresh, ignore_errors=True)
 
@@ -175,11 +179,18 @@ def run_worker(mode: str, tasks: list[str], check: bool, scratch: Path, timeout_
     ]
     cmd += ["--scratch", str(scratch)] + ([] if check else ["--no-check"])
     start = time.perf_counter()
+    # Own session, so a timeout also ends the worker's compilers (ninja, nvcc, cc1plus) instead of leaving
+    # them to steal CPU from the next measurement.
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True
+    )
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
-        out, err, rc = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        out, err = proc.communicate(timeout=timeout_s)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
         err, rc = f"timed out after {timeout_s:.0f} s", -9
     wall = time.perf_counter() - start
     recs = [json.loads(ln[len(RESULT_PREFIX) :]) for ln in out.splitlines() if ln.startswith(RESULT_PREFIX)]
@@ -238,6 +249,7 @@ def _compile_summary(records: list[dict]) -> dict:
     out["failed"] = sorted(r["task"] for r in records if r.get("error"))
     out["skipped"] = sorted(r["task"] for r in records if r.get("skipped"))
     out["incorrect"] = sorted(r["task"] for r in records if r.get("correct") is False)
+    out["check_errors"] = {r["task"]: r["check_error"][:300] for r in records if r.get("check_error")}
     return out
 
 
@@ -315,8 +327,8 @@ def summarize_compile(out: dict) -> dict:
             row[f"{key}_s"] = r.get("compile_s")
             if "correct" in r:
                 row[f"{key}_correct"] = r["correct"]
-            if r.get("error") or r.get("skipped"):
-                row[f"{key}_note"] = (r.get("error") or r.get("skipped"))[:300]
+            if r.get("error") or r.get("skipped") or r.get("check_error"):
+                row[f"{key}_note"] = (r.get("error") or r.get("skipped") or r.get("check_error"))[:300]
         per_task.append(row)
     summary["per_task"] = per_task
     out["summary"] = summary

@@ -148,9 +148,7 @@ class ArgSpec:
             return _pointer(value, self, where, devices)
         if kind == "stream":
             if value is None:
-                import torch
-
-                return torch.cuda.current_stream().cuda_stream
+                return current_stream()
             if hasattr(value, "cuda_stream"):
                 return int(value.cuda_stream)
             if hasattr(value, "ptr") and isinstance(value.ptr, int):  # a CuPy stream
@@ -208,6 +206,16 @@ class ArgSpec:
         if self.kind == "opaque":
             return converted
         return (self.ctype or ctypes.c_void_p)(converted)
+
+
+def current_stream(device: int | None = None) -> int:
+    """torch's current CUDA stream handle on ``device`` (default: the current device)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton uses: no Stream object built
+    if raw is not None:
+        return raw(torch.cuda.current_device() if device is None else device)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _is_numpy_number(value) -> bool:

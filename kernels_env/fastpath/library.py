@@ -147,6 +147,7 @@ class CudaLibrary:
         if attr in functions:
             cfunc = getattr(self._cdll, attr) if self._cdll is not None else None
             bound[attr] = fn = LauncherFunction(self, functions[attr], cfunc)
+            self.__dict__[attr] = fn  # later lookups skip __getattr__
             return fn
         exports = self.__dict__.get("exports") or []
         if attr in exports:

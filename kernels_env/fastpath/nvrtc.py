@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import cache, toolchain
-from .args import ArgSpec, specs_for
+from .args import ArgSpec, current_stream, specs_for
 from .common import FASTPATH_VERSION, BuildInfo, cuda_unavailable_reason
 from .diagnostics import (
     CompileError,
@@ -161,7 +161,7 @@ class NvrtcKernel:
                 f"{where}: tensors are on cuda:{sorted(devices)} but the current device is cuda:{device}"
             )
         if stream is None:
-            stream_ptr = torch.cuda.current_stream(device).cuda_stream
+            stream_ptr = current_stream(device)
         elif hasattr(stream, "cuda_stream"):
             stream_ptr = int(stream.cuda_stream)
         else:
