@@ -40,8 +40,8 @@ nvcc --version | tail -n 2 || true
 
 # Overridable for a quick dry run (e.g. FASTPATH_TASKS=01_relu on a machine without a GPU).
 TASKS=${FASTPATH_TASKS:-}
-LI_TASKS=${FASTPATH_LI_TASKS:-"01_relu,03_gelu,05_softmax,06_layernorm,07_sum,09_frobenius,10_matmul,12_conv2d"}
-E2E_TASKS=${FASTPATH_E2E_TASKS:-"01_relu,05_softmax,06_layernorm,09_frobenius,10_matmul,11_depthwise"}
+LI_TASKS=${FASTPATH_LI_TASKS:-"01_relu,03_gelu,05_softmax,06_layernorm,07_sum,09_rms,10_matmul,12_conv2d"}
+E2E_TASKS=${FASTPATH_E2E_TASKS:-"01_relu,05_softmax,06_layernorm,09_rms,10_matmul,11_depthwise"}
 TASK_ARGS=(); [ -n "$TASKS" ] && TASK_ARGS=(--tasks "$TASKS")
 
 step gpu-tests 75 "$PY" -m pytest -q -m gpu tests/fastpath -p no:cacheprovider
