@@ -33,6 +33,9 @@ class LauncherFunction:
         self.specs: list[ArgSpec] = specs_for(proto)
         self.auto_stream = bool(self.specs) and self.specs[-1].kind == "stream"
         self.error_code = proto.ret in ERROR_RETURNS
+        self._passable = not proto.variadic and all(
+            s.kind not in ("unsupported", "opaque") for s in self.specs
+        )
         self._cfunc = cfunc
         if cfunc is not None:
             cfunc.argtypes = [s.ctype or ctypes.c_void_p for s in self.specs]
@@ -47,7 +50,7 @@ class LauncherFunction:
         proto, where = self.prototype, f"{self.library.name}.{self.prototype.name}"
         if self._cfunc is None:
             raise RuntimeError(f"{where} cannot run: {self.library.unloaded_reason}")
-        if proto.variadic or any(s.kind in ("unsupported", "opaque") for s in self.specs):
+        if not self._passable:
             raise TypeError(
                 f"{where}: {proto} has parameters ctypes cannot pass (varargs, C++ references, or a type it "
                 "does not know passed by value); take a pointer, or declare C types with signatures="

@@ -124,16 +124,22 @@ class NvrtcKernel:
         from cupy.cuda import driver, runtime
 
         if driver.ctxGetCurrent() == 0 or driver.ctxGetDevice() != device:
-            runtime.setDevice(
-                device
-            )  # binds the device's primary context (the one torch uses) to this thread
+            # Binds the device's primary context (the one torch uses) to this thread.
+            runtime.setDevice(device)
         fn = self._functions.get(device)
         if fn is None:
             with self._lock:
                 fn = self._functions.get(device)
                 if fn is None:
-                    module = driver.moduleLoadData(self._image)
-                    fn = self._functions[device] = driver.moduleGetFunction(module, self.lowered_name)
+                    try:
+                        module = driver.moduleLoadData(self._image)
+                        fn = driver.moduleGetFunction(module, self.lowered_name)
+                    except driver.CUDADriverError as exc:
+                        raise RuntimeError(
+                            f"cannot load kernel {self.name} ({self.format} for {self.build.arch}) on "
+                            f"cuda:{device}: {exc}"
+                        ) from exc
+                    self._functions[device] = fn
         return fn
 
     def __call__(self, grid, block, args, shared_mem: int = 0, stream=None):
