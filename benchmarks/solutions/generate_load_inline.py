@@ -114,7 +114,12 @@ def generate(fastpath_file: Path) -> str:
     ]
     extra = []
     if libraries:
-        build_lines += [f"_libs = [find_cuda_library(name) for name in {json.dumps(list(libraries))}]", ""]
+        build_lines += [
+            f"_libs = [find_cuda_library(name) for name in {json.dumps(list(libraries))}]",
+            "if None in _libs:",
+            f'    raise RuntimeError("CUDA libraries not found (headers and .so): {", ".join(libraries)}")',
+            "",
+        ]
         extra = [
             "    extra_include_paths=[lib.include_dir for lib in _libs if lib.include_dir],",
             "    extra_ldflags=[flag for lib in _libs for flag in lib.host_link_flags],",

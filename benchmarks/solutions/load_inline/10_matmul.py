@@ -69,6 +69,8 @@ void sgemm_forward_torch(std::optional<torch::Tensor> A,
 CPP_DECLS = "void sgemm_forward_torch(std::optional<torch::Tensor> A, std::optional<torch::Tensor> B, std::optional<torch::Tensor> C, int64_t M, int64_t N, int64_t K);"
 
 _libs = [find_cuda_library(name) for name in ["cublas"]]
+if None in _libs:
+    raise RuntimeError("CUDA libraries not found (headers and .so): cublas")
 
 _mod = load_inline(
     name="bench_10_matmul",
