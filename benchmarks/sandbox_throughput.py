@@ -98,6 +98,10 @@ def stats(values: list[float]) -> dict:
 
 
 def _init_torch():
+    from kernels_env.fastpath import toolchain
+
+    if toolchain.cuda_home() and not os.environ.get("CUDA_HOME"):
+        os.environ["CUDA_HOME"] = toolchain.cuda_home()  # the toolkit both paths use; read by load_inline
     import torch
 
     if torch.cuda.is_available():

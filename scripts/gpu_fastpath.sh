@@ -20,6 +20,7 @@ PARTS=$(mktemp -d /tmp/fastpath_parts.XXXXXX)
 export KERNELS_ENV_CACHE_DIR="$PARTS/fastpath_cache"   # never the user's cache
 : > "$LOG"
 exec > >(tee -a "$LOG") 2>&1
+TEE_PID=$!
 
 SUMMARY=()
 step() {  # step NAME SECONDS CMD...: run with a timeout, record the outcome, never abort the script
@@ -60,3 +61,6 @@ for line in "${SUMMARY[@]}"; do echo "  $line"; done
 [ -f "$PARTS/table.md" ] && cat "$PARTS/table.md"
 [ -f "$OUT/fastpath_results.json" ] && echo "results: $OUT/fastpath_results.json"
 rm -rf "$PARTS"
+# Let tee flush the log before the script returns.
+exec 1>&- 2>&-
+wait "$TEE_PID" 2>/dev/null || true
