@@ -1,0 +1,43 @@
+"""Reward-hack defences: what a candidate may run inside ModelNew.forward and what it must not touch.
+
+The judge wraps every call of the candidate's forward in ``policy_guard(policy, ...)``; the guard intercepts
+PyTorch at the function and dispatch levels, poisons fresh memory, audits the profiler trace, takes a kernel
+census, watches threads, streams, launch errors, global torch state and introspection, and raises
+``GuardViolation`` (check name + evidence) when a rule is broken. ``check_outputs`` and friends judge what the
+forward returned; ``Integrity`` and ``TorchGlobalState`` protect timer/checker code and precision flags
+around timing; ``evaluate_solution`` is a small standalone judge running all of it (docs/reward_hacks.md).
+
+May import: the standard library, torch, numpy, psutil; triton/cupy only when a solution already loaded them.
+Must never import: jax, flax, optax, orbax, ``models``, ``research``, ``experiments``, hydra, omegaconf.
+"""
+
+from ._census import Census, KernelLaunch, census_violations, classify_kernel
+from ._checks import ALL_CHECKS, GuardViolation, Violation
+from ._guard import Guard, load_guard, policy_guard
+from ._memory import poison_free_cuda_memory, poison_tensor, poisoned_count
+from ._policy import GUARD_RULES, GuardRules, get_rules, register_rules
+from ._state import Integrity, TorchGlobalState
+from ._threads import ThreadSnapshot
+
+__all__ = [
+    "ALL_CHECKS",
+    "GUARD_RULES",
+    "Census",
+    "Guard",
+    "GuardRules",
+    "GuardViolation",
+    "Integrity",
+    "KernelLaunch",
+    "ThreadSnapshot",
+    "TorchGlobalState",
+    "Violation",
+    "census_violations",
+    "classify_kernel",
+    "get_rules",
+    "load_guard",
+    "poison_free_cuda_memory",
+    "poison_tensor",
+    "poisoned_count",
+    "policy_guard",
+    "register_rules",
+]

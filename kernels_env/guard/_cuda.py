@@ -1,0 +1,103 @@
+"""CUDA-side checks around a guarded forward: side-stream races and swallowed launch errors.
+
+- Stream race (catalogue #7): after forward returns, wait for the *current* stream only and snapshot the
+  outputs; then synchronise the whole device and compare. Work still writing the output on another stream
+  after the current stream finished (what an event timer on the current stream would have missed) shows up
+  as a difference.
+- Launch errors (catalogue #18): a sticky error surfaces at device synchronisation; a non-sticky launch
+  error (bad grid, too much shared memory) that the candidate ignored stays in the runtime's last-error slot.
+  Every CUDA runtime loaded in the process is asked (torch's and the system one a fast-path library links
+  are separate copies with separate state).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import torch
+
+from . import _checks
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().contiguous()
+    return t.view(torch.uint8) if t.element_size() == 1 else t.reshape(-1).view(torch.uint8)
+
+
+def snapshot_after_current_stream(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    torch.cuda.current_stream().synchronize()
+    return [o.detach().clone() for o in outputs if isinstance(o, torch.Tensor) and o.is_cuda]
+
+
+def stream_race_violations(
+    outputs: list[torch.Tensor], snapshots: list[torch.Tensor]
+) -> list[_checks.Violation]:
+    cuda_outs = [o for o in outputs if isinstance(o, torch.Tensor) and o.is_cuda]
+    for i, (out, snap) in enumerate(zip(cuda_outs, snapshots)):
+        if not torch.equal(_bytes(out), _bytes(snap)):
+            changed = int((_bytes(out) != _bytes(snap)).sum())
+            return [
+                _checks.Violation(
+                    _checks.STREAM_RACE,
+                    f"output {i} changed after the current stream had "
+                    f"finished ({changed} bytes): work on another stream or thread was not "
+                    "joined before forward returned",
+                    {"output": i, "bytes_changed": changed},
+                )
+            ]
+    return []
+
+
+@functools.cache
+def _runtimes() -> tuple[ctypes.CDLL, ...]:
+    paths = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1] if "/" in line else ""
+                name = path.rsplit("/", 1)[-1]
+                if name.startswith("libcudart.so") and path not in paths:
+                    paths.append(path)
+    except OSError:
+        return ()
+    libs = []
+    for p in paths:
+        try:
+            lib = ctypes.CDLL(p)
+            lib.cudaGetLastError.restype = ctypes.c_int
+            libs.append(lib)
+        except OSError:
+            continue
+    return tuple(libs)
+
+
+def clear_last_errors() -> None:
+    _runtimes.cache_clear()
+    for lib in _runtimes():
+        lib.cudaGetLastError()
+
+
+def launch_error_violations(device=None) -> list[_checks.Violation]:
+    out = []
+    try:
+        torch.cuda.synchronize(device)
+    except RuntimeError as exc:  # sticky: illegal address, misaligned access, trap...
+        return [_checks.Violation(_checks.LAUNCH_ERROR, f"CUDA error at synchronisation: {str(exc)[:300]}")]
+    _runtimes.cache_clear()  # runtimes loaded during forward count too
+    for lib in _runtimes():
+        code = lib.cudaGetLastError()
+        if code:
+            try:
+                lib.cudaGetErrorName.restype = ctypes.c_char_p
+                name = lib.cudaGetErrorName(code).decode()
+            except Exception:  # noqa: BLE001 - the code alone is evidence enough
+                name = str(code)
+            out.append(
+                _checks.Violation(
+                    _checks.LAUNCH_ERROR,
+                    f"a kernel launch failed and the error was ignored: {name}",
+                    {"cuda_error": code, "name": name},
+                )
+            )
+    return out
