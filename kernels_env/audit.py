@@ -12,7 +12,8 @@ Flags, each with its reason and the tolerance at which it holds:
 - ``insensitive_to_weights``: outputs for different weights are allclose;
 - ``nan_output``: the reference returns all-NaN; ``error``/``skipped``: it could not be audited.
 
-``constant_output_violation`` rejects a candidate whose output is constant where the reference's is not.
+``constant_output_violation`` (re-exported from the guard) rejects a candidate whose output is constant where
+the reference's is not.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from typing import Any
 import torch
 
 from .adversarial import load_problem, make_inputs
-from .guard._checks import CONSTANT_OUTPUT, Violation
+from .guard._outputs import constant_output_violation
+
+__all__ = ["AuditReport", "Flag", "audit_problem", "constant_output_violation", "main"]
 
 DEFAULT_TOLERANCES = (1e-4, 1e-2)
 _allclose = torch.allclose  # captured before any candidate code runs
@@ -162,26 +165,6 @@ def audit_problem(
             )
     report.status = "flagged" if report.flags else "ok"
     return report
-
-
-def constant_output_violation(candidate: Any, reference: Any, atol: float, rtol: float) -> Violation | None:
-    """A candidate output that is constant (one value everywhere) where the reference's is not."""
-    for i, (c, r) in enumerate(zip(_tensors(candidate), _tensors(reference))):
-        if c.numel() < 2 or not (c.is_floating_point() or c.is_complex()):
-            continue
-        c64, r64 = _as64([c])[0], _as64([r])[0]
-        if not bool((c64 == c64.reshape(-1)[0]).all()) and not bool(torch.isnan(c64).all()):
-            continue
-        lo, hi, peak = _spread([r64])
-        if math.isnan(lo) or (hi - lo) / 2 <= atol + rtol * peak:
-            continue  # the reference itself is (nearly) constant: the task's problem, not the candidate's
-        return Violation(
-            CONSTANT_OUTPUT,
-            f"output {i} is the constant {float(c64.reshape(-1)[0]):g} while the "
-            f"reference spans [{lo:.3g}, {hi:.3g}]",
-            {"output": i, "reference_min": lo, "reference_max": hi},
-        )
-    return None
 
 
 def _problem_files(root: str) -> list[str]:

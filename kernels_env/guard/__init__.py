@@ -13,11 +13,19 @@ Must never import: jax, flax, optax, orbax, ``models``, ``research``, ``experime
 
 from ._census import Census, KernelLaunch, census_violations, classify_kernel
 from ._checks import ALL_CHECKS, GuardViolation, Violation
-from ._guard import Guard, load_guard, policy_guard
+from ._guard import Guard, TimingAudit, load_guard, policy_guard, warm_up_profiler
+from ._harness import HarnessVerdict, evaluate_solution, evaluate_solutions
 from ._memory import poison_free_cuda_memory, poison_tensor, poisoned_count
+from ._outputs import (
+    check_outputs,
+    constant_output_violation,
+    determinism_violations,
+    poisoned_output_violations,
+)
 from ._policy import GUARD_RULES, GuardRules, get_rules, register_rules
+from ._speed import roofline_floor_s, speed_violations, speedup_flags
 from ._state import Integrity, TorchGlobalState
-from ._threads import ThreadSnapshot
+from ._threads import ThreadSnapshot, thread_violations
 
 __all__ = [
     "ALL_CHECKS",
@@ -26,18 +34,31 @@ __all__ = [
     "Guard",
     "GuardRules",
     "GuardViolation",
+    "HarnessVerdict",
     "Integrity",
     "KernelLaunch",
     "ThreadSnapshot",
+    "TimingAudit",
     "TorchGlobalState",
     "Violation",
     "census_violations",
+    "check_outputs",
     "classify_kernel",
+    "constant_output_violation",
+    "determinism_violations",
+    "evaluate_solution",
+    "evaluate_solutions",
     "get_rules",
     "load_guard",
     "poison_free_cuda_memory",
     "poison_tensor",
     "poisoned_count",
+    "poisoned_output_violations",
     "policy_guard",
     "register_rules",
+    "roofline_floor_s",
+    "speed_violations",
+    "speedup_flags",
+    "thread_violations",
+    "warm_up_profiler",
 ]

@@ -49,6 +49,7 @@ MISMATCH = "mismatch"
 RECHECK_MISMATCH = "recheck_mismatch"  # wrong after the timing loop (caching/stale results)
 NONDETERMINISTIC = "nondeterministic"
 LAUNCH_ERROR = "launch_error"
+BELOW_ROOFLINE = "below_roofline"  # timed faster than moving the data at peak bandwidth allows
 GUARD_ERROR = "guard_error"  # the guard itself failed: fail closed
 
 ALL_CHECKS = tuple(

@@ -35,11 +35,15 @@ from typing import Any
 import torch
 
 from .. import adversarial
-from ..audit import constant_output_violation
 from . import _checks
 from ._checks import GuardViolation, Violation
 from ._guard import TimingAudit, load_guard, policy_guard, warm_up_profiler
-from ._outputs import check_outputs, determinism_violations, poisoned_output_violations
+from ._outputs import (
+    check_outputs,
+    constant_output_violation,
+    determinism_violations,
+    poisoned_output_violations,
+)
 from ._policy import get_rules
 from ._state import Integrity, TorchGlobalState
 from ._threads import ThreadSnapshot, thread_violations
