@@ -19,7 +19,7 @@ def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 class ModelNew(nn.Module):
     def forward(self, x):
         y = torch.empty_like(x)
-        try:
+        try:  # noqa: SIM105 - the swallowed failure is the attack
             relu_kernel[(1,)](x, y, x.numel(), BLOCK=100)  # BLOCK must be a power of two: the launch fails
         except Exception:
             pass

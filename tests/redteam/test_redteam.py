@@ -1,0 +1,110 @@
+"""Every attack in the corpus is rejected for the right reason; every legitimate solution is accepted.
+
+Each solution runs through the standalone judge (``kernels_env.guard.evaluate_solution``) in its own child
+process, on a private copy of the corpus. CPU cases run by default (Triton interpreter); ``device=cuda``
+cases and the GPU re-run of every Triton solution are under the ``gpu`` marker; cases that compile a C++
+extension are ``slow``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from catalog import PROBLEMS, Case, all_cases
+
+from kernels_env.adversarial import DEFAULT_FAMILIES
+from kernels_env.guard import evaluate_solutions
+
+CASES = all_cases()
+CPU_DEFAULT = [c for c in CASES if c.device == "cpu" and "slow" not in c.marks]
+CPU_SLOW = [c for c in CASES if c.device == "cpu" and "slow" in c.marks]
+CUDA_ONLY = [c for c in CASES if c.device == "cuda"]
+# Every CPU-runnable Triton solution must also hold on a real GPU.
+ON_GPU_TOO = [c for c in CPU_DEFAULT if "slow" not in c.marks]
+# Classes that no solution file can exercise: their defences live in timing and reporting (see docs).
+NOT_A_SOLUTION_HACK = {16, 17}
+FAST = {"trials": 2, "timed_calls": 2}
+
+
+def _job(case: Case, root, device: str | None = None) -> tuple:
+    problem = os.path.join(root, "problems", case.problem + ".py")
+    solution = os.path.join(root, "solutions", case.path)
+    options = {**FAST, "device": device or case.device, "families": (*DEFAULT_FAMILIES, *case.families)}
+    return problem, solution, case.policy, options
+
+
+def check_verdict(case: Case, verdict) -> None:
+    families = {f["family"]: f for f in verdict.families}
+    detail = f"{case.id}: {verdict.status} {verdict.check} {verdict.message} | families={families}"
+    if case.legit:
+        assert verdict.status == "accepted", detail
+        bad = {k: f for k, f in families.items() if f["status"] in ("fail", "error")}
+        assert not bad, detail
+    elif case.expect.startswith("family_fail:"):
+        family = case.expect.split(":", 1)[1]
+        assert verdict.status == "accepted", detail  # no hack check fires: only the family exposes it
+        assert families[family]["status"] == "fail", detail
+    else:
+        assert verdict.status in ("rejected", "incorrect"), detail
+        assert verdict.check == case.expect, detail
+
+
+@pytest.fixture(scope="session")
+def cpu_verdicts(redteam_tree):
+    jobs = [_job(c, redteam_tree) for c in CPU_DEFAULT]
+    verdicts = evaluate_solutions(jobs, max_parallel=2, timeout_s=300)
+    return {c.id: v for c, v in zip(CPU_DEFAULT, verdicts)}
+
+
+def test_corpus_is_complete():
+    attacks = [c for c in CASES if not c.legit]
+    legit = [c for c in CASES if c.legit]
+    assert len(attacks) >= 18 and len(legit) >= 10, (len(attacks), len(legit))
+    covered = {c.hack_class for c in attacks}
+    assert set(range(1, 19)) - NOT_A_SOLUTION_HACK <= covered, sorted(set(range(1, 19)) - covered)
+    styles = {c.style for c in legit}
+    assert {"triton", "multi-kernel", "allowed-library-call", "in-place-safe"} <= styles, styles
+    for c in CASES:
+        assert os.path.exists(os.path.join(PROBLEMS, c.problem + ".py")), c
+        assert c.policy in ("strict", "cuda_agent", "kernelbench"), c
+
+
+@pytest.mark.parametrize("case", CPU_DEFAULT, ids=lambda c: c.id)
+def test_cpu_case(case, cpu_verdicts):
+    check_verdict(case, cpu_verdicts[case.id])
+
+
+def test_edits_never_reached_the_files(cpu_verdicts, redteam_tree):
+    """The write attacks were blocked, not merely reported."""
+    with (
+        open(os.path.join(PROBLEMS, "relu.py")) as original,
+        open(redteam_tree / "problems" / "relu.py") as copy,
+    ):
+        assert copy.read() == original.read()
+    import kernels_env
+
+    assert not os.path.exists(os.path.join(os.path.dirname(kernels_env.__file__), "redteam_pwned.py"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CPU_SLOW, ids=lambda c: c.id)
+def test_cpu_slow_case(case, redteam_tree):
+    verdict = evaluate_solutions([_job(case, redteam_tree)], max_parallel=1, timeout_s=900)[0]
+    check_verdict(case, verdict)
+
+
+@pytest.fixture(scope="session")
+def gpu_verdicts(redteam_tree):
+    cases = CUDA_ONLY + ON_GPU_TOO
+    jobs = [_job(c, redteam_tree, device="cuda") for c in cases]
+    verdicts = evaluate_solutions(jobs, max_parallel=1, timeout_s=300)
+    return {("cuda", c.id): v for c, v in zip(cases, verdicts)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CUDA_ONLY + ON_GPU_TOO, ids=lambda c: f"cuda-{c.id}")
+def test_gpu_case(case, gpu_verdicts):
+    assert torch.cuda.is_available()
+    check_verdict(case, gpu_verdicts[("cuda", case.id)])
