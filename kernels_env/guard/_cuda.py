@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 
 import torch
 
@@ -50,32 +51,42 @@ def stream_race_violations(
 
 
 @functools.cache
-def _runtimes() -> tuple[ctypes.CDLL, ...]:
+def _runtimes() -> tuple:
+    """Every distinct ``cudaGetLastError`` in the process: torch's libcudart, CuPy's, and static copies inside
+    extension libraries that export it (nvcc links cudart statically by default)."""
     paths = []
     try:
         with open("/proc/self/maps") as f:
             for line in f:
                 path = line.split()[-1] if "/" in line else ""
-                name = path.rsplit("/", 1)[-1]
-                if name.startswith("libcudart.so") and path not in paths:
+                if ".so" in path.rsplit("/", 1)[-1] and path not in paths:
                     paths.append(path)
     except OSError:
         return ()
-    libs = []
+    found, seen = [], set()
+    mode = getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_LAZY", 1)
     for p in paths:
         try:
-            lib = ctypes.CDLL(p)
-            lib.cudaGetLastError.restype = ctypes.c_int
-            libs.append(lib)
-        except OSError:
+            lib = ctypes.CDLL(p, mode=mode)  # already mapped: no new library is loaded
+            fn = lib.cudaGetLastError
+        except (OSError, AttributeError):
             continue
-    return tuple(libs)
+        addr = ctypes.cast(fn, ctypes.c_void_p).value
+        if addr in seen:
+            continue
+        seen.add(addr)
+        fn.restype = ctypes.c_int
+        name_fn = getattr(lib, "cudaGetErrorName", None)
+        if name_fn is not None:
+            name_fn.restype = ctypes.c_char_p
+        found.append((fn, name_fn))
+    return tuple(found)
 
 
 def clear_last_errors() -> None:
     _runtimes.cache_clear()
-    for lib in _runtimes():
-        lib.cudaGetLastError()
+    for get_error, _ in _runtimes():
+        get_error()
 
 
 def launch_error_violations(device=None) -> list[_checks.Violation]:
@@ -83,14 +94,17 @@ def launch_error_violations(device=None) -> list[_checks.Violation]:
     try:
         torch.cuda.synchronize(device)
     except RuntimeError as exc:  # sticky: illegal address, misaligned access, trap...
-        return [_checks.Violation(_checks.LAUNCH_ERROR, f"CUDA error at synchronisation: {str(exc)[:300]}")]
+        return [
+            _checks.Violation(
+                _checks.LAUNCH_ERROR, f"CUDA error at synchronisation: {str(exc)[:300]}", {"sticky": True}
+            )
+        ]
     _runtimes.cache_clear()  # runtimes loaded during forward count too
-    for lib in _runtimes():
-        code = lib.cudaGetLastError()
+    for get_error, get_name in _runtimes():
+        code = get_error()
         if code:
             try:
-                lib.cudaGetErrorName.restype = ctypes.c_char_p
-                name = lib.cudaGetErrorName(code).decode()
+                name = get_name(code).decode() if get_name is not None else str(code)
             except Exception:  # noqa: BLE001 - the code alone is evidence enough
                 name = str(code)
             out.append(

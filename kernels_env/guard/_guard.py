@@ -223,6 +223,7 @@ class Guard:
                     FORWARD,
                     self.protected_paths,
                     trace_exceptions=self.rules.forbid_swallowed_exceptions,
+                    record=self.violations.append,
                 )
                 if self.watch_enabled
                 else None
@@ -276,24 +277,40 @@ class Guard:
         return False
 
     def _finish(self, exc) -> None:
+        launch: list[Violation] = []
+        snapshots: list[torch.Tensor] = []
         try:
             self._pop_modes()
             # First of all: undo any patching of torch/timers/checkers, so the checks below run real code.
             self._add(self.integrity.violations("during forward"))
             self.integrity.restore()
         finally:
-            snapshots = []
-            if self.cuda and self._outputs:
-                from ._cuda import snapshot_after_current_stream
+            if self.cuda:
+                from ._cuda import launch_error_violations, snapshot_after_current_stream
 
-                with record_function(self.internal_marker):
-                    snapshots = snapshot_after_current_stream(self._outputs)
-            self._stack.close()  # profiler (synchronises the device), hooks, audit/tracer, Triton counter
+                try:
+                    if self._outputs:
+                        with record_function(self.internal_marker):
+                            snapshots = snapshot_after_current_stream(self._outputs)
+                except RuntimeError as err:  # a sticky error surfaces at the first synchronisation
+                    launch = [Violation(_checks.LAUNCH_ERROR, f"CUDA error after forward: {str(err)[:300]}",
+                                        {"sticky": True})]  # fmt: skip
+                if not launch:
+                    launch = launch_error_violations(self.device)
+            try:
+                self._stack.close()  # profiler (synchronises the device), hooks, audit/tracer, Triton counter
+            except Exception as err:  # noqa: BLE001 - expected after a sticky CUDA error; else fail closed
+                if not launch:
+                    self.violations.append(
+                        Violation(_checks.GUARD_ERROR, f"stopping the guard failed: {err!r}")
+                    )
         if self.cuda:
-            from ._cuda import launch_error_violations, stream_race_violations
+            self._add(launch)
+            if any(v.evidence.get("sticky") for v in launch):
+                return  # the CUDA context is unusable: nothing further can be checked on this device
+            from ._cuda import stream_race_violations
 
             self._add(stream_race_violations(self._outputs, snapshots))
-            self._add(launch_error_violations(self.device))
         events = self._profiler.events() if self._profiler is not None else None
         if self.trace_enabled and events is not None:
             self._add(
@@ -321,11 +338,10 @@ class Guard:
                     )
                 )
                 break
-        if self._watch is not None:
-            self.violations.extend(self._watch.violations)
-            if exc is None and self.rules.forbid_swallowed_exceptions:
-                swallowed = [v for v in self._watch.exceptions if v.evidence.get("type") != "GuardViolation"]
-                self.violations.extend(swallowed[:1])
+        # Audit-hook violations were recorded as they happened; swallowed exceptions count if forward returned.
+        if self._watch is not None and exc is None and self.rules.forbid_swallowed_exceptions:
+            swallowed = [v for v in self._watch.exceptions if v.evidence.get("type") != "GuardViolation"]
+            self.violations.extend(swallowed[:1])
 
 
 class TimingAudit:

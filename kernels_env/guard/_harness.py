@@ -441,6 +441,8 @@ class _Running:
 def _launch(problem: str, solution: str, policy: str, timeout_s: float, options: dict) -> _Running:
     method = _start_method(str(options.get("device", "cpu")))
     ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["torch", "torch._dynamo", "kernels_env.guard"])
     reader, writer = ctx.Pipe(duplex=False)
     token = secrets.token_hex(16)
     proc = ctx.Process(
