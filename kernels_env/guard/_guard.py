@@ -338,7 +338,7 @@ class Guard:
                     )
                 )
                 break
-        # Audit-hook violations were recorded as they happened; swallowed exceptions count if forward returned.
+        # Audit-hook violations were recorded as they happened; swallowed exceptions count if forward returned
         if self._watch is not None and exc is None and self.rules.forbid_swallowed_exceptions:
             swallowed = [v for v in self._watch.exceptions if v.evidence.get("type") != "GuardViolation"]
             self.violations.extend(swallowed[:1])
