@@ -409,13 +409,13 @@ def _triton_fork_safe() -> bool:
 
 
 def _start_method(device: str) -> str:
-    if (
-        sys.platform.startswith("linux")
-        and device == "cpu"
-        and not torch.cuda.is_initialized()
-        and _triton_fork_safe()
-    ):
+    """fork for CPU jobs (cheap, inherits the warm imports); a fork server with torch preloaded (and CUDA not
+    initialised) for GPU jobs; spawn otherwise."""
+    linux = sys.platform.startswith("linux")
+    if linux and device == "cpu" and not torch.cuda.is_initialized() and _triton_fork_safe():
         return "fork"
+    if linux and device != "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        return "forkserver"
     return "spawn"
 
 
