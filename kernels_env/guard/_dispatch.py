@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 _HOST_ESCAPE_FUNCS = frozenset(
     {"numpy", "tolist", "__array__", "__repr__", "__str__", "__format__", "__reduce_ex__", "__getstate__"}
 )
+# Tensor constructors from host data or foreign device memory (CuPy, DLPack). PyTorch builds these with the
+# Python dispatch key excluded, so their internal empty/copy calls never reach the mode: the trace audit lets
+# ops under this scope through. Given a torch.Tensor to copy they are a clone, judged as one.
+_CONSTRUCTORS = frozenset({"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "from_dlpack"})
 _INTERPRETER_FILE = ("triton", "runtime", "interpreter.py")
 _DECISION_CHECK = {
     FORBIDDEN: _checks.FORBIDDEN_OP,
@@ -80,6 +84,18 @@ class FunctionMode(TorchFunctionMode):
                 )
         g._tf_stack.append(name)
         try:
+            if name in _CONSTRUCTORS:
+                copies_tensor = any(isinstance(a, torch.Tensor) for a in (*args[:1], kwargs.get("data")))
+                if copies_tensor and g.rules.decide("aten", "clone", "python") != ALLOWED:
+                    frame, _ = g.classifier.user_frame(sys._getframe(1))
+                    g.violate(
+                        _checks.FORBIDDEN_OP,
+                        f"torch.{name} copying a tensor is a clone, not allowed under "
+                        f"policy '{g.rules.name}'",
+                        {"op": f"torch.{name}", "frame": describe(frame)},
+                    )
+                with record_function(g.constructor_marker):
+                    return func(*args, **kwargs)
             return func(*args, **kwargs)
         finally:
             g._tf_stack.pop()

@@ -140,6 +140,7 @@ class Guard:
         self.device = dev
         self.marker = f"guard::{secrets.token_hex(8)}"
         self.internal_marker = f"guard::internal::{secrets.token_hex(8)}"
+        self.constructor_marker = f"guard::ctor::{secrets.token_hex(8)}"
         self.violations: list[Violation] = []
         self.census = None
         self.input_storages: set = set()
@@ -314,7 +315,14 @@ class Guard:
         events = self._profiler.events() if self._profiler is not None else None
         if self.trace_enabled and events is not None:
             self._add(
-                trace_violations(events, self.marker, self.internal_marker, self.rules, self.dispatched)
+                trace_violations(
+                    events,
+                    self.marker,
+                    self.internal_marker,
+                    self.rules,
+                    self.dispatched,
+                    self.constructor_marker,
+                )
             )
         if self.census_enabled:
             if self.cuda and events is not None:

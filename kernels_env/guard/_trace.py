@@ -59,7 +59,12 @@ def _split(name: str) -> tuple[str, str]:
 
 
 def trace_violations(
-    events, marker: str, internal_marker: str, rules: GuardRules, expected_marks: int
+    events,
+    marker: str,
+    internal_marker: str,
+    rules: GuardRules,
+    expected_marks: int,
+    constructor_marker: str = "",
 ) -> list[_checks.Violation]:
     out: list[_checks.Violation] = []
     marks = 0
@@ -79,7 +84,7 @@ def trace_violations(
     def visit(e, inside_custom: str):
         nonlocal marks
         name = e.name
-        if name == internal_marker:
+        if name == internal_marker or (constructor_marker and name == constructor_marker):
             return
         if name == marker:
             marks += 1
