@@ -13,12 +13,17 @@ from . import _checks
 from ._checks import Violation
 from ._memory import poisoned_count
 
-try:
-    from torch._prims_common import is_non_overlapping_and_dense as _dense
-except ImportError:  # pragma: no cover - moved in some torch version: fall back to a conservative test
 
-    def _dense(t: torch.Tensor) -> bool:
-        return t.is_contiguous()
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: some permutation of the dims is contiguous (no stride-0, no gaps)."""
+    if t.numel() <= 1:
+        return True
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 _Tensor = torch.Tensor  # captured at import: isinstance/type checks against the real class

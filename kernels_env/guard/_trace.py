@@ -48,9 +48,12 @@ def python_implemented(qualified: str) -> bool:
         dump = torch._C._dispatch_dump(qualified.split(".")[0])
     except RuntimeError:
         return False
-    return any(
-        ".py:" in line for line in dump.splitlines() if "registered at" in line and "debug:" not in line
-    )
+    keys = ("CPU", "CUDA", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+    for line in dump.splitlines():
+        key = line.split(":", 1)[0].split("[")[0].strip()
+        if key in keys and "registered at" in line and ".py:" in line:
+            return True
+    return False
 
 
 def _split(name: str) -> tuple[str, str]:
