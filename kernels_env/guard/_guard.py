@@ -115,6 +115,7 @@ class Guard:
         watch: bool = True,
         threads: bool = True,
         thread_baseline: ThreadSnapshot | None = None,
+        os_threads: bool = True,
         integrity: Integrity | None = None,
         device: torch.device | str | None = None,
     ):
@@ -134,6 +135,7 @@ class Guard:
         self.watch_enabled = watch
         self.threads_enabled = threads
         self.thread_baseline = thread_baseline
+        self.os_threads = os_threads
         self.integrity = integrity
         dev = torch.device(device) if device is not None else self._infer_device()
         self.cuda = dev.type == "cuda" and torch.cuda.is_available()
@@ -215,6 +217,7 @@ class Guard:
             self._threads0 = ThreadSnapshot(
                 set(base.python) | (started.python - before_profiler.python), {**base.os_threads, **extra}
             )
+            self._threads_enter = started
             self._triton = self._stack.enter_context(TritonInterpreterCounter()) if not self.cuda else None
             handle = torch.nn.modules.module.register_module_forward_pre_hook(module_pre_hook(self))
             self._stack.callback(handle.remove)
@@ -335,7 +338,8 @@ class Guard:
         self._add(self._state0.violations(where=where))
         self._state0.restore()
         if self.threads_enabled:
-            self._add(thread_violations(self._threads0, self.classifier))
+            os_base = self._threads_enter if self.os_threads else None
+            self._add(thread_violations(self._threads0, self.classifier, os_base))
         for original, copy in self._input_copies:
             if not _bitwise_equal(original.detach(), copy):
                 self.violations.append(

@@ -170,7 +170,7 @@ class _Judge:
     def _ref_tensors(self):
         return [t for _, t in list(self.ref_model.named_parameters()) + list(self.ref_model.named_buffers())]
 
-    def _guarded(self, *inputs):
+    def _guarded(self, *inputs, warmup: bool = False):
         with (
             torch.no_grad(),
             policy_guard(
@@ -184,6 +184,7 @@ class _Judge:
                 integrity=self.integrity,
                 device=self.device,
                 poison=self.poison,
+                os_threads=not warmup,
             ) as g,
         ):
             out = g(self.model_new, *inputs)
@@ -278,9 +279,9 @@ class _Judge:
         self.rtol = self.rtol if self.rtol is not None else self.atol
         # Warm-up (guarded too: every call counts), then two repeats: three answers to the same question.
         outs = []
-        for _ in range(3):
+        for k in range(3):
             call_inputs = _clone(inputs)
-            out = self._guarded(*call_inputs)
+            out = self._guarded(*call_inputs, warmup=k == 0)
             self._contract(out, ref, call_inputs)
             outs.append(_detach_tree(out))
         for other in outs[1:]:

@@ -48,8 +48,14 @@ def _target_code_file(thread: threading.Thread) -> str | None:
     return code.co_filename if code is not None else None
 
 
-def thread_violations(before: ThreadSnapshot, classifier: FrameClassifier) -> list[_checks.Violation]:
-    """Threads alive now that belong to the candidate (started after ``before``, or running its code)."""
+def thread_violations(
+    before: ThreadSnapshot, classifier: FrameClassifier, os_before: ThreadSnapshot | None = None
+) -> list[_checks.Violation]:
+    """Threads alive now that belong to the candidate (started after ``before``, or running its code).
+
+    ``os_before`` is the baseline for the OS-level view (threads started from C): the snapshot taken when the
+    forward started, so runtime helper threads created earlier are not blamed. None skips that view (use it
+    for the warm-up call, where runtimes start their helper threads lazily)."""
     found: list[_checks.Violation] = []
     me = threading.get_ident()
     seen: set[int] = set()
@@ -81,12 +87,14 @@ def thread_violations(before: ThreadSnapshot, classifier: FrameClassifier) -> li
                     {"thread": t.name, "target": target_file},
                 )
             )
+    if os_before is None:
+        return found
     now = _os_threads()
-    main_name = now.get(os.getpid(), before.os_threads.get(os.getpid()))
+    main_name = now.get(os.getpid(), os_before.os_threads.get(os.getpid()))
     fresh = [
         tid
         for tid, name in now.items()
-        if tid not in before.os_threads and tid not in native_ids and name == main_name
+        if tid not in os_before.os_threads and tid not in native_ids and name == main_name
     ]
     if fresh and not found:
         found.append(

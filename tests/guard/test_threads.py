@@ -43,6 +43,26 @@ def test_raw_thread_is_seen_through_its_stack():
         time.sleep(0.05)
 
 
+def test_threads_started_from_c_are_seen_by_the_os_view():
+    import ctypes
+    import platform
+
+    libc = ctypes.CDLL(None)
+    if platform.machine() not in ("x86_64", "aarch64") or not hasattr(libc, "pthread_create"):
+        return
+    before = ThreadSnapshot.capture()
+    tid = ctypes.c_ulong()
+    start = ctypes.cast(libc.sleep, ctypes.c_void_p)  # a pure C thread: sleep(1), no Python frame anywhere
+    assert libc.pthread_create(ctypes.byref(tid), None, start, ctypes.c_void_p(1)) == 0
+    try:
+        time.sleep(0.05)
+        assert thread_violations(before, CLASSIFIER, None) == []  # invisible to the Python views...
+        found = thread_violations(before, CLASSIFIER, before)  # ... not to the OS task list
+        assert found and found[0].check == _checks.BACKGROUND_THREAD
+    finally:
+        libc.pthread_join(tid, None)
+
+
 def test_library_threads_parked_in_library_code_are_not_blamed():
     import concurrent.futures
 
