@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import guarded
+from guard_helpers import guarded
 
 from kernels_env.guard import _checks
 from kernels_env.guard._policy import STRICT, get_rules

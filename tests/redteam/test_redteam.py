@@ -12,7 +12,7 @@ import os
 
 import pytest
 import torch
-from catalog import PROBLEMS, Case, all_cases
+from redteam_catalog import PROBLEMS, Case, all_cases
 
 from kernels_env.adversarial import DEFAULT_FAMILIES
 from kernels_env.guard import evaluate_solutions
