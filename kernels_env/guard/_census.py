@@ -42,6 +42,12 @@ _BLAS = re.compile(
     r"|cutlass_\d+_|cutlass3x_|nvjet_|gemv2[NT]_kernel|gemvNSP|gemmSN_|gemmk1_kernel|splitKreduce_kernel"
     r"|cublasLt::|cublas|dot_kernel|gemv_kernel|scal_kernel|reduce_1Block_kernel|axpy_kernel|gemmStridedBatched)"
 )
+_BLAS_TEMPLATE = re.compile(
+    r"cutlass::Kernel2?<cutlass(3x)?_|cublas|cublasLt"
+)  # cuBLAS-internal instantiations
+_NOT_A_KERNEL = re.compile(
+    r"^(Context|Stream|Event|Device) Sync|^Activity Buffer|^cuda(Device|Stream|Event)Synchronize"
+)
 _DNN = re.compile(
     r"(cudnn|xmma_fprop|xmma_dgrad|xmma_wgrad|implicit_convolve_sgemm|precomputed_convolve|explicit_convolve"
     r"|winograd|conv2d_grouped_direct|nchwToNhwc|nhwcToNchw|nchwAddPadding|scalePackedTensor|cask_"
@@ -109,7 +115,7 @@ def classify_kernel(name: str, launcher: str = "") -> str:
         return INDUCTOR
     if _CUPY_BUILTIN.search(name):
         return CUPY_BUILTIN
-    if _BLAS.search(name):
+    if _BLAS.search(name) or _BLAS_TEMPLATE.search(name):
         return BLAS
     if _DNN.search(name):
         return DNN
@@ -149,6 +155,8 @@ def census_from_profiler(events, exclude_marker: str = "") -> Census:
     launches = []
     for e in sorted((e for e in events if _is_device(e)), key=lambda e: e.time_range.start):
         name = e.name
+        if _NOT_A_KERNEL.search(name):
+            continue  # synchronisation records and profiler bookkeeping on the device timeline
         if excluded[name] > 0:
             excluded[name] -= 1
             continue

@@ -412,6 +412,9 @@ def _triton_fork_safe() -> bool:
 def _start_method(device: str) -> str:
     """fork for CPU jobs (cheap, inherits the warm imports); a fork server with torch preloaded (and CUDA not
     initialised) for GPU jobs; spawn otherwise."""
+    forced = os.environ.get("KERNELS_ENV_GUARD_START")  # fork | forkserver | spawn: diagnosis override
+    if forced:
+        return forced
     linux = sys.platform.startswith("linux")
     if linux and device == "cpu" and not torch.cuda.is_initialized() and _triton_fork_safe():
         return "fork"
@@ -498,10 +501,14 @@ def evaluate_solution(
 
 
 def evaluate_solutions(
-    jobs: Sequence[tuple[str, str, str, dict]], max_parallel: int = 2, timeout_s: float = 600.0
+    jobs: Sequence[tuple[str, str, str, dict]],
+    max_parallel: int = 2,
+    timeout_s: float = 600.0,
+    on_result=None,
 ) -> list[HarnessVerdict]:
     """Judge many (problem, solution, policy, options) jobs, each in its own child, ``max_parallel`` at once.
-    Children are started from the calling thread only (no fork from a multi-threaded parent)."""
+    Children are started from the calling thread only (no fork from a multi-threaded parent).
+    ``on_result(index, verdict)`` is called as each verdict arrives."""
     from multiprocessing.connection import wait
 
     results: list[HarnessVerdict | None] = [None] * len(jobs)
@@ -519,10 +526,13 @@ def evaluate_solutions(
         for i, run in list(running.items()):
             if run.reader in ready:
                 results[i] = _collect(run)
-                del running[i]
             elif time.monotonic() >= run.deadline:
                 results[i] = _collect(run, timed_out=True)
-                del running[i]
+            else:
+                continue
+            del running[i]
+            if on_result is not None:
+                on_result(i, results[i])
     return [r if r is not None else HarnessVerdict("error", "harness_error") for r in results]
 
 

@@ -6,7 +6,7 @@ and what the judge must say about it:
 
 ``class`` is the row of ../../shared/reference/reward_hacks.md the attack belongs to; ``expect`` is the check
 name the verdict must carry (``accepted`` for legitimate solutions, ``family_fail:NAME`` when only an
-adversarial input family catches it).
+adversarial input family catches it, ``a|b`` when the file explains why either check may fire first).
 """
 
 from __future__ import annotations

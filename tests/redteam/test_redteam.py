@@ -34,8 +34,7 @@ GPU_RERUN_ATTACKS = {
     "attacks/nn_layer",
     "attacks/tf32_flip",
     "attacks/torch_compile",
-    "attacks/uninitialized_scratch",
-}
+}  # not uninitialized_scratch: GPU arithmetic canonicalises the NaN payload (a NaN mismatch there)
 ON_GPU_TOO = [c for c in CPU_DEFAULT if c.legit or c.id in GPU_RERUN_ATTACKS]
 # Classes that no solution file can exercise: their defences live in timing and reporting (see docs).
 NOT_A_SOLUTION_HACK = {16, 17}
@@ -62,7 +61,7 @@ def check_verdict(case: Case, verdict) -> None:
         assert families[family]["status"] == "fail", detail
     else:
         assert verdict.status in ("rejected", "incorrect"), detail
-        assert verdict.check == case.expect, detail
+        assert verdict.check in case.expect.split("|"), detail  # "a|b": either reason, as the header explains
 
 
 @pytest.fixture(scope="session")
@@ -111,16 +110,21 @@ def test_cpu_slow_case(case, redteam_tree):
 
 @pytest.fixture(scope="session")
 def gpu_verdicts(redteam_tree):
-    cases = CUDA_ONLY + ON_GPU_TOO
+    # Extension builds first (the longest jobs), then the rest; results are written as they arrive.
+    cases = sorted(CUDA_ONLY, key=lambda c: "load_inline" not in c.id) + ON_GPU_TOO
     jobs = [_job(c, redteam_tree, device="cuda") for c in cases]
-    verdicts = evaluate_solutions(jobs, max_parallel=3, timeout_s=240)
-    out = {("cuda", c.id): v for c, v in zip(cases, verdicts)}
-    _record(cases, verdicts)
-    return out
+    done: dict = {}
+
+    def arrived(i, verdict):
+        done[i] = verdict
+        _record([cases[k] for k in sorted(done)], [done[k] for k in sorted(done)], total=len(cases))
+
+    verdicts = evaluate_solutions(jobs, max_parallel=3, timeout_s=240, on_result=arrived)
+    return {("cuda", c.id): v for c, v in zip(cases, verdicts)}
 
 
-def _record(cases, verdicts) -> None:
-    """Write every GPU verdict (and whether it matched the expectation) for scripts/gpu_hacks.sh."""
+def _record(cases, verdicts, total: int) -> None:
+    """Write the GPU verdicts so far (and whether each matched its expectation) for scripts/gpu_hacks.sh."""
     path = os.environ.get("HACKS_RESULTS_JSON")
     if not path:
         return
@@ -138,7 +142,12 @@ def _record(cases, verdicts) -> None:
         )
     with open(path, "w") as f:
         json.dump(
-            {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cases": rows},
+            {
+                "device": torch.cuda.get_device_name(0),
+                "torch": torch.__version__,
+                "total": total,
+                "cases": rows,
+            },
             f,
             indent=1,
             default=str,
