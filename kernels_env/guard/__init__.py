@@ -23,7 +23,7 @@ from ._outputs import (
     poisoned_output_violations,
 )
 from ._policy import GUARD_RULES, GuardRules, get_rules, register_rules
-from ._speed import roofline_floor_s, speed_violations, speedup_flags
+from ._speed import roofline_floor_s, speed_violations, speedup_flags, timed_call
 from ._state import Integrity, TorchGlobalState
 from ._threads import ThreadSnapshot, thread_violations
 
@@ -60,5 +60,6 @@ __all__ = [
     "speed_violations",
     "speedup_flags",
     "thread_violations",
+    "timed_call",
     "warm_up_profiler",
 ]

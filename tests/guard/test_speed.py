@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels_env.guard import _checks, roofline_floor_s, speed_violations, speedup_flags
+from kernels_env.guard import _checks, roofline_floor_s, speed_violations, speedup_flags, timed_call
 
 
 def test_floor_counts_compulsory_traffic():
@@ -23,3 +23,39 @@ def test_faster_than_physics_is_rejected():
 
 def test_big_speedups_are_flagged_for_review():
     assert speedup_flags({"eager": 3.0, "compile": 40.0}) == ["compile"]
+
+
+def test_timed_call_uses_clocks_captured_before_the_candidate(monkeypatch):
+    import time
+
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)  # a candidate's patch
+    out, seconds = timed_call(lambda: time.sleep(0.02) or 5)
+    assert out == 5 and seconds >= 0.015
+
+
+@pytest.mark.gpu
+def test_side_stream_work_is_inside_the_device_wide_measurement():
+    import cupy as cp
+
+    spin = cp.RawKernel(
+        r"""
+extern "C" __global__ void spin(long long c) { long long s = clock64(); while (clock64() - s < c) {} }
+""",
+        "spin",
+    )
+    side = torch.cuda.Stream()
+
+    def candidate():
+        side.wait_stream(torch.cuda.current_stream())
+        with cp.cuda.ExternalStream(side.cuda_stream):
+            spin((1,), (1,), (cp.int64(40_000_000),))  # ~20 ms on the side stream, not joined
+
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    candidate()
+    end.record()
+    end.synchronize()
+    naive = start.elapsed_time(end) / 1e3  # what an event timer on the current stream reports
+    _, honest = timed_call(candidate, device="cuda")
+    assert honest > 5e-3 and honest > 10 * naive, (naive, honest)
