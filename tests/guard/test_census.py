@@ -27,11 +27,9 @@ from kernels_env.guard._policy import (
     [
         ("relu_kernel(float const*, float*, long long)", "", CUSTOM),
         ("my_gemm_tiled", "", CUSTOM),  # a custom kernel may call itself gemm
-        (
-            "void cutlass::Kernel2<cutlass_user_gemm>(Params)",
-            "",
-            CUSTOM,
-        ),  # user CUTLASS is the solution's code
+        # CUTLASS templates instantiated by the solution are its code; cuBLAS's own instantiations are not
+        ("void cutlass::Kernel2<cutlass::gemm::kernel::GemmUniversal<float>>(Params)", "", CUSTOM),
+        ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>(Params)", "", BLAS),
         ("matmul_kernel", "", CUSTOM),  # a Triton kernel: the solution's
         ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", "", BLAS),
         ("nvjet_tst_128x64_64x4_1x2_h_bz_NNT", "", BLAS),
