@@ -537,9 +537,7 @@ def evaluate_solutions(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m kernels_env.guard._harness", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m kernels_env.guard", description=__doc__.split("\n")[0])
     parser.add_argument("--problem", required=True)
     parser.add_argument("--solution", required=True)
     parser.add_argument("--policy", default="strict")
