@@ -234,6 +234,7 @@ class Guard:
             )
             if self._watch is not None:
                 self._stack.enter_context(self._watch)
+            self._depths = (len(_get_current_function_mode_stack()), len(_get_current_dispatch_mode_stack()))
             self.function_mode.__enter__()
             self.dispatch_mode.__enter__()
         except Exception:
@@ -257,17 +258,13 @@ class Guard:
                     "the guard's interception modes were removed or buried under other modes during forward",
                 )
             )
+        # Pop what was pushed since __enter__ (ours and anything the candidate left), never the judge's own.
+        f_depth, d_depth = self._depths
         with self.internal():
-            while _get_current_dispatch_mode_stack():
-                mode = _get_current_dispatch_mode_stack()[-1]
-                mode.__exit__(None, None, None)
-                if mode is self.dispatch_mode:
-                    break
-            while _get_current_function_mode_stack():
-                mode = _get_current_function_mode_stack()[-1]
-                mode.__exit__(None, None, None)
-                if mode is self.function_mode:
-                    break
+            while len(_get_current_dispatch_mode_stack()) > d_depth:
+                _get_current_dispatch_mode_stack()[-1].__exit__(None, None, None)
+            while len(_get_current_function_mode_stack()) > f_depth:
+                _get_current_function_mode_stack()[-1].__exit__(None, None, None)
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         try:
