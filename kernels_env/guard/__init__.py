@@ -1,0 +1,65 @@
+"""Reward-hack defences: what a candidate may run inside ModelNew.forward and what it must not touch.
+
+The judge wraps every call of the candidate's forward in ``policy_guard(policy, ...)``; the guard intercepts
+PyTorch at the function and dispatch levels, poisons fresh memory, audits the profiler trace, takes a kernel
+census, watches threads, streams, launch errors, global torch state and introspection, and raises
+``GuardViolation`` (check name + evidence) when a rule is broken. ``check_outputs`` and friends judge what the
+forward returned; ``Integrity`` and ``TorchGlobalState`` protect timer/checker code and precision flags
+around timing; ``evaluate_solution`` is a small standalone judge running all of it (docs/reward_hacks.md).
+
+May import: the standard library, torch, numpy, psutil; triton/cupy only when a solution already loaded them.
+Must never import: jax, flax, optax, orbax, ``models``, ``research``, ``experiments``, hydra, omegaconf.
+"""
+
+from ._census import Census, KernelLaunch, census_violations, classify_kernel
+from ._checks import ALL_CHECKS, GuardViolation, Violation
+from ._guard import Guard, TimingAudit, load_guard, policy_guard, warm_up_profiler
+from ._harness import HarnessVerdict, evaluate_solution, evaluate_solutions
+from ._memory import poison_free_cuda_memory, poison_tensor, poisoned_count
+from ._outputs import (
+    check_outputs,
+    constant_output_violation,
+    determinism_violations,
+    poisoned_output_violations,
+)
+from ._policy import GUARD_RULES, GuardRules, get_rules, register_rules
+from ._speed import roofline_floor_s, speed_violations, speedup_flags, timed_call
+from ._state import Integrity, TorchGlobalState
+from ._threads import ThreadSnapshot, thread_violations
+
+__all__ = [
+    "ALL_CHECKS",
+    "GUARD_RULES",
+    "Census",
+    "Guard",
+    "GuardRules",
+    "GuardViolation",
+    "HarnessVerdict",
+    "Integrity",
+    "KernelLaunch",
+    "ThreadSnapshot",
+    "TimingAudit",
+    "TorchGlobalState",
+    "Violation",
+    "census_violations",
+    "check_outputs",
+    "classify_kernel",
+    "constant_output_violation",
+    "determinism_violations",
+    "evaluate_solution",
+    "evaluate_solutions",
+    "get_rules",
+    "load_guard",
+    "poison_free_cuda_memory",
+    "poison_tensor",
+    "poisoned_count",
+    "poisoned_output_violations",
+    "policy_guard",
+    "register_rules",
+    "roofline_floor_s",
+    "speed_violations",
+    "speedup_flags",
+    "thread_violations",
+    "timed_call",
+    "warm_up_profiler",
+]

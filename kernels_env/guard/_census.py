@@ -1,0 +1,254 @@
+"""Kernel census: which kernels ran during forward, who launched them, and whether custom code did the work.
+
+On a GPU the census comes from the torch profiler (CUPTI through Kineto): every device kernel and memcpy,
+attributed to the outermost ATen operator that launched it (kernels launched outside any ATen operator came
+from the candidate's own code: ctypes/fast path, CuPy, Triton, a load_inline function, or a library the
+candidate called directly). Kernels are then classified by launcher and name. On a CPU the only kernels that
+can run are Triton-interpreter launches, counted by wrapping the interpreter's grid executor.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from torch.autograd.profiler import record_function
+
+from . import _checks
+from ._policy import (
+    ALLOC,
+    ALLOC_INIT,
+    BLAS,
+    CONV,
+    CUPY_BUILTIN,
+    CUSTOM,
+    DNN,
+    GEMM,
+    INDUCTOR,
+    MEMCPY_D2D,
+    MEMCPY_D2H,
+    MEMCPY_H2D,
+    TORCH_KERNEL,
+    TORCH_NAMESPACES,
+    GuardRules,
+)
+
+_INDUCTOR = re.compile(r"^(void )?triton_(poi|red|per|tem|for|mm|bmm|conv|unk|sort|scan)_")
+_CUPY_BUILTIN = re.compile(r"^(void )?cupy_")
+_BLAS = re.compile(
+    r"^(void )?(sm\d+_xmma_gemm|ampere_\w*gemm|volta_\w*gemm|turing_\w*gemm|maxwell_\w*gemm|hopper_\w*gemm"
+    r"|cutlass_\d+_|cutlass3x_|nvjet_|gemv2[NT]_kernel|gemvNSP|gemmSN_|gemmk1_kernel|splitKreduce_kernel"
+    r"|cublasLt::|cublas|dot_kernel|gemv_kernel|scal_kernel|reduce_1Block_kernel|axpy_kernel|gemmStridedBatched)"
+)
+_BLAS_TEMPLATE = re.compile(
+    r"cutlass::Kernel2?<cutlass(3x)?_|cublas|cublasLt"
+)  # cuBLAS-internal instantiations
+_NOT_A_KERNEL = re.compile(
+    r"^(Context|Stream|Event|Device) Sync|^Activity Buffer|^cuda(Device|Stream|Event)Synchronize"
+)
+_DNN = re.compile(
+    r"(cudnn|xmma_fprop|xmma_dgrad|xmma_wgrad|implicit_convolve_sgemm|precomputed_convolve|explicit_convolve"
+    r"|winograd|conv2d_grouped_direct|nchwToNhwc|nhwcToNchw|nchwAddPadding|scalePackedTensor|cask_"
+    r"|convolve_common_engine|fft2d_r2c|fft2d_c2r)"
+)
+_TORCH_NAME = re.compile(r"(at::native::|at::cuda::|c10::cuda::|void at::|at::\(anonymous)")
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    name: str
+    category: str
+    duration_us: float = 0.0
+    launcher: str = ""  # the ATen/custom operator it was launched under, '' for the candidate's own code
+
+
+@dataclass
+class Census:
+    source: str  # 'cuda-profiler' | 'triton-interpreter'
+    launches: list[KernelLaunch] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(k.category for k in self.launches))
+
+    def share(self, categories) -> float | None:
+        total = sum(k.duration_us for k in self.launches if k.category != ALLOC_INIT)
+        if total <= 0:
+            return None
+        return sum(k.duration_us for k in self.launches if k.category in categories) / total
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "counts": self.counts(),
+            "launches": [k.__dict__ for k in self.launches[:50]],
+        }
+
+
+def _op_name(event_name: str) -> tuple[str, str]:
+    ns, _, rest = event_name.partition("::")
+    return ns, rest.split(".")[0]
+
+
+def classify_kernel(name: str, launcher: str = "") -> str:
+    """Category of one device activity, from the operator that launched it (if any) and its name."""
+    if name.startswith("Memcpy") or name.startswith("Memset"):
+        if name.startswith("Memset"):
+            return ALLOC_INIT
+        if "DtoH" in name:
+            return MEMCPY_D2H
+        if "HtoD" in name:
+            return MEMCPY_H2D
+        return MEMCPY_D2D
+    if launcher:
+        ns, op = _op_name(launcher)
+        if ns in TORCH_NAMESPACES:
+            if op in ALLOC:
+                return ALLOC_INIT
+            if op in GEMM:
+                return BLAS
+            if op in CONV:
+                return DNN
+            return TORCH_KERNEL
+    if _INDUCTOR.search(name):
+        return INDUCTOR
+    if _CUPY_BUILTIN.search(name):
+        return CUPY_BUILTIN
+    if _BLAS.search(name) or _BLAS_TEMPLATE.search(name):
+        return BLAS
+    if _DNN.search(name):
+        return DNN
+    if _TORCH_NAME.search(name):
+        return ALLOC_INIT if "FillFunctor" in name else TORCH_KERNEL
+    return CUSTOM
+
+
+def _is_device(evt) -> bool:
+    dt = getattr(evt, "device_type", None)
+    return dt is not None and getattr(dt, "name", str(dt)).upper().endswith("CUDA")
+
+
+def census_from_profiler(events, exclude_marker: str = "") -> Census:
+    """Build the census from ``profile.events()`` (needs CPU and CUDA activities)."""
+    cpu = [e for e in events if not _is_device(e)]
+    launched_by: dict[str, list[str]] = {}
+    excluded: Counter[str] = Counter()
+
+    def walk(e, outer: str, internal: bool):
+        name = e.name
+        internal = internal or (exclude_marker and name == exclude_marker)
+        ns, _ = _op_name(name) if "::" in name else ("", "")
+        if not outer and ns and ns not in ("guard",) and not name.startswith("guard::"):
+            outer = name
+        for k in getattr(e, "kernels", ()) or ():
+            if internal:
+                excluded[k.name] += 1
+            else:
+                launched_by.setdefault(k.name, []).append(outer)
+        for c in e.cpu_children:
+            walk(c, outer, internal)
+
+    for e in cpu:
+        if e.cpu_parent is None:
+            walk(e, "", False)
+    launches = []
+    for e in sorted((e for e in events if _is_device(e)), key=lambda e: e.time_range.start):
+        name = e.name
+        if _NOT_A_KERNEL.search(name):
+            continue  # synchronisation records and profiler bookkeeping on the device timeline
+        if excluded[name] > 0:
+            excluded[name] -= 1
+            continue
+        queue = launched_by.get(name)
+        launcher = queue.pop(0) if queue else ""
+        launches.append(
+            KernelLaunch(name, classify_kernel(name, launcher), e.time_range.elapsed_us(), launcher)
+        )
+    return Census("cuda-profiler", launches)
+
+
+class TritonInterpreterCounter:
+    """Counts Triton-interpreter kernel launches (CPU mode) by wrapping ``GridExecutor.__call__``."""
+
+    def __init__(self, marker: str = ""):
+        self.marker = (
+            marker  # a profiler scope around each launch: the interpreter's own copies are runtime work
+        )
+        self.launches: list[KernelLaunch] = []
+        self._cls = None
+        self._orig = None
+
+    def __enter__(self):
+        mod = sys.modules.get("triton.runtime.interpreter")
+        cls = getattr(mod, "GridExecutor", None)
+        if cls is None:
+            return self
+        self._cls, self._orig = cls, cls.__call__
+        counter, orig = self, cls.__call__
+
+        def counted_call(executor, *args, **kwargs):
+            name = getattr(getattr(executor, "fn", None), "__name__", "triton_kernel")
+            if counter.marker:
+                with record_function(counter.marker):
+                    result = orig(executor, *args, **kwargs)
+            else:
+                result = orig(executor, *args, **kwargs)
+            counter.launches.append(KernelLaunch(name, CUSTOM, 0.0, ""))
+            return result
+
+        cls.__call__ = counted_call
+        return self
+
+    def __exit__(self, *exc):
+        if self._cls is not None:
+            self._cls.__call__ = self._orig
+            self._cls = None
+
+    def census(self) -> Census:
+        return Census("triton-interpreter", list(self.launches))
+
+
+def census_violations(census: Census, rules: GuardRules) -> list[_checks.Violation]:
+    out: list[_checks.Violation] = []
+    counts = census.counts()
+    if rules.forbid_d2h and counts.get(MEMCPY_D2H):
+        out.append(
+            _checks.Violation(
+                _checks.HOST_ROUNDTRIP,
+                f"{counts[MEMCPY_D2H]} device-to-host copies during forward (work done on the host?)",
+                {"census": counts},
+            )
+        )
+    bad = [k for k in census.launches if k.category not in rules.census_allowed]
+    if bad:
+        names = sorted({f"{k.name[:80]} [{k.category}]" for k in bad})
+        out.append(
+            _checks.Violation(
+                _checks.LIBRARY_KERNEL,
+                f"kernels the '{rules.name}' policy does not allow "
+                f"ran during forward: {', '.join(names[:3])}",
+                {"kernels": names[:20], "census": counts},
+            )
+        )
+    work = [k for k in census.launches if k.category in rules.census_work]
+    if len(work) < rules.min_work_launches:
+        out.append(
+            _checks.Violation(
+                _checks.NO_CUSTOM_KERNEL,
+                f"{len(work)} custom kernel launch(es) during "
+                f"forward ({census.source}); at least {rules.min_work_launches} needed",
+                {"census": counts},
+            )
+        )
+    elif rules.min_work_share > 0:
+        share = census.share(rules.census_work)
+        if share is not None and share < rules.min_work_share:
+            out.append(
+                _checks.Violation(
+                    _checks.LOW_CUSTOM_WORK,
+                    f"custom kernels took {share:.1%} of device time (< {rules.min_work_share:.0%})",
+                    {"share": share},
+                )
+            )
+    return out

@@ -1,0 +1,213 @@
+"""What forward returned: plain tensors with real storage, the reference's structure, device, dtype, shape
+and a sane layout (catalogue #8, #10), no never-written (poisoned) elements (#4, #13), no aliasing of an input
+the reference does not alias, and the same answer when asked twice (#13)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from . import _checks
+from ._checks import Violation
+from ._memory import poisoned_count
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: some permutation of the dims is contiguous (no stride-0, no gaps)."""
+    if t.numel() <= 1:
+        return True
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+_Tensor = torch.Tensor  # captured at import: isinstance/type checks against the real class
+
+
+def _structure(obj: Any) -> Any:
+    if type(obj) in (tuple, list):
+        return [_structure(o) for o in obj]
+    return "T" if isinstance(obj, _Tensor) else type(obj).__name__
+
+
+def _leaves(obj: Any) -> list[Any]:
+    if type(obj) in (tuple, list):
+        return [x for o in obj for x in _leaves(o)]
+    return [obj]
+
+
+def _storage_ptr(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001 - no storage: caught by the storage check
+        return None
+
+
+def check_outputs(
+    candidate: Any, reference: Any, inputs: Iterable[Any] = (), reference_aliases_input: bool = False
+) -> list[Violation]:
+    """Contract of the candidate's output against the reference's. Returns all violations found (first one
+    is the most fundamental)."""
+    if type(reference) in (tuple, list) and type(candidate) not in (tuple, list):
+        return [
+            Violation(
+                _checks.OUTPUT_TYPE,
+                f"forward returned {type(candidate).__qualname__}, expected a "
+                f"{type(reference).__name__} of {len(reference)} outputs",
+            )
+        ]
+    refs, cands = _leaves(reference), _leaves(candidate)
+    if len(refs) != len(cands):
+        return [
+            Violation(_checks.OUTPUT_TYPE, f"forward returned {len(cands)} outputs, expected {len(refs)}")
+        ]
+    input_ptrs = {_storage_ptr(t) for t in _leaves(list(inputs)) if type(t) is _Tensor} - {None, 0}
+    out: list[Violation] = []
+    for i, (r, c) in enumerate(zip(refs, cands)):
+        if type(r) is not _Tensor:
+            continue
+        kind = type(c)  # never c.__class__: a forged object can lie about its class
+        if kind is not _Tensor:
+            out.append(
+                Violation(
+                    _checks.OUTPUT_TYPE,
+                    f"output {i} is {kind.__module__}.{kind.__qualname__}, not a plain torch.Tensor",
+                    {"output": i, "type": f"{kind.__module__}.{kind.__qualname__}"},
+                )
+            )
+            continue
+        if c.device.type == "meta" or c.layout != torch.strided or c.is_conj() or c.is_neg():
+            out.append(
+                Violation(
+                    _checks.OUTPUT_STORAGE,
+                    f"output {i} has no materialised data (device "
+                    f"{c.device}, layout {c.layout}, lazy conj/neg {c.is_conj() or c.is_neg()})",
+                    {"output": i},
+                )
+            )
+            continue
+        ptr = _storage_ptr(c)
+        if (
+            ptr is None
+            or (ptr == 0 and c.numel() > 0)
+            or c.untyped_storage().nbytes()
+            < (
+                (c.storage_offset() + sum((s - 1) * st for s, st in zip(c.shape, c.stride())) + 1)
+                * c.element_size()
+                if c.numel()
+                else 0
+            )
+        ):
+            out.append(
+                Violation(_checks.OUTPUT_STORAGE, f"output {i} has no real storage behind it", {"output": i})
+            )
+            continue
+        if c.device != r.device:
+            out.append(
+                Violation(
+                    _checks.OUTPUT_DEVICE, f"output {i} on {c.device}, expected {r.device}", {"output": i}
+                )
+            )
+        if c.dtype != r.dtype:
+            out.append(
+                Violation(_checks.OUTPUT_DTYPE, f"output {i} is {c.dtype}, expected {r.dtype}", {"output": i})
+            )
+        if tuple(c.shape) != tuple(r.shape):
+            out.append(
+                Violation(
+                    _checks.OUTPUT_SHAPE,
+                    f"output {i} has shape {tuple(c.shape)}, expected {tuple(r.shape)}",
+                    {"output": i},
+                )
+            )
+            continue
+        if c.numel() > 1 and (not _dense(c) or (not c.is_contiguous() and c.stride() != r.stride())):
+            out.append(
+                Violation(
+                    _checks.OUTPUT_STRIDES,
+                    f"output {i} has strides {c.stride()} (expanded, "
+                    f"overlapping or unlike the reference's {r.stride()})",
+                    {"output": i},
+                )
+            )
+        if ptr in input_ptrs and not reference_aliases_input:
+            out.append(
+                Violation(
+                    _checks.OUTPUT_ALIASES_INPUT, f"output {i} shares memory with an input", {"output": i}
+                )
+            )
+    return out
+
+
+def poisoned_output_violations(candidate: Any) -> list[Violation]:
+    for i, c in enumerate(_leaves(candidate)):
+        if type(c) is _Tensor and c.device.type != "meta":
+            n, first = poisoned_count(c)
+            if n:
+                return [
+                    Violation(
+                        _checks.POISONED_OUTPUT,
+                        f"{n} of {c.numel()} elements of output {i} were never "
+                        f"written (still hold the poison pattern)",
+                        {"output": i, "count": n, "first_index": first},
+                    )
+                ]
+    return []
+
+
+def determinism_violations(first: Any, second: Any, atol: float, rtol: float) -> list[Violation]:
+    """Same inputs twice: NaN positions must match and values agree within the tolerance (bitwise
+    differences from atomics are allowed and only reported as evidence)."""
+    for i, (a, b) in enumerate(zip(_leaves(first), _leaves(second))):
+        if type(a) is not _Tensor or type(b) is not _Tensor or a.shape != b.shape:
+            continue
+        a64, b64 = a.detach().double(), b.detach().double()
+        nan_diff = torch.isnan(a64) != torch.isnan(b64)
+        close = torch.isclose(a64, b64, atol=atol, rtol=rtol, equal_nan=True)
+        if bool(nan_diff.any()) or not bool(close.all()):
+            n = int((~close).sum())
+            return [
+                Violation(
+                    _checks.NONDETERMINISTIC,
+                    f"output {i} differs between two runs on identical inputs "
+                    f"({n} elements beyond tolerance)",
+                    {"output": i, "elements": n},
+                )
+            ]
+    return []
+
+
+def _as64(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    return (torch.view_as_real(t) if t.is_complex() else t).to(torch.float64).cpu()
+
+
+def constant_output_violation(candidate: Any, reference: Any, atol: float, rtol: float) -> Violation | None:
+    """A candidate output that is constant (one value everywhere) where the reference's is not."""
+    for i, (c, r) in enumerate(zip(_leaves(candidate), _leaves(reference))):
+        if type(c) is not _Tensor or type(r) is not _Tensor or c.device.type == "meta":
+            continue
+        if c.numel() < 2 or not (c.is_floating_point() or c.is_complex()):
+            continue
+        c64, r64 = _as64(c), _as64(r)
+        if not bool((c64 == c64.reshape(-1)[0]).all()) and not bool(torch.isnan(c64).all()):
+            continue
+        finite = r64[torch.isfinite(r64)]
+        if not finite.numel():
+            continue
+        lo, hi = float(finite.min()), float(finite.max())
+        peak = max(abs(lo), abs(hi))
+        if (hi - lo) / 2 <= atol + rtol * peak:
+            continue  # the reference itself is (nearly) constant: the task's problem, not the candidate's
+        return Violation(
+            _checks.CONSTANT_OUTPUT,
+            f"output {i} is the constant {float(c64.reshape(-1)[0]):g} while the "
+            f"reference spans [{lo:.3g}, {hi:.3g}]",
+            {"output": i, "reference_min": lo, "reference_max": hi},
+        )
+    return None

@@ -1,0 +1,44 @@
+# redteam: class=7 expect=stream_race problem=relu policy=strict device=cuda
+"""Attack: do the work on a side stream (after a delay) and return without joining: an event timer on the
+current stream stops before the work is done, and the output is not ready when forward returns."""
+
+import cupy as cp
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+_SPIN = cp.RawKernel(
+    r"""
+extern "C" __global__ void spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) { }
+}
+""",
+    "spin",
+)
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0, propagate_nan=tl.PropagateNan.ALL), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.side = None
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        if self.side is None:
+            self.side = torch.cuda.Stream()
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):
+            with cp.cuda.ExternalStream(self.side.cuda_stream):
+                _SPIN((1,), (1,), (cp.int64(100_000_000),))  # ~50 ms
+            relu_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+        return y

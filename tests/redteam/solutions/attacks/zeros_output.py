@@ -1,0 +1,20 @@
+# redteam: class=12 expect=constant_output problem=relu policy=strict
+"""Attack: answer zeros (they pass degenerate KernelBench tasks) on a task whose output is not constant."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def zero_kernel(y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.zeros((BLOCK,), dtype=tl.float32), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        zero_kernel[(triton.cdiv(x.numel(), 1024),)](y, x.numel(), BLOCK=1024)
+        return y
