@@ -1,0 +1,110 @@
+"""Worker process main loop: ``python -m kernels_env.worker --role run|compile --device cpu|cuda``.
+
+Speaks the JSON-lines protocol (``kernels_env.protocol``) on its original stdout, which it keeps to itself:
+file descriptor 1 is redirected to stderr so whatever a candidate prints can never corrupt the protocol.
+A run worker handles evaluate and baseline requests on one device; a compile worker forks a child per
+compile request (``kernels_env.compile_stage``). A request that leaves the device unusable (sticky CUDA
+error) is answered with ``fatal: true`` and the worker exits so its supervisor starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+import traceback
+from typing import Any, BinaryIO
+
+
+def _protocol_stream() -> BinaryIO:
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--role", choices=("run", "compile"), required=True)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    args = parser.parse_args(argv)
+    out = _protocol_stream()
+    from . import protocol
+
+    def send(message: Any) -> None:
+        out.write(protocol.encode(message))
+
+    if args.role == "compile":
+        return _serve_compile(send, protocol)
+    return _serve_run(send, protocol, args.device)
+
+
+def _serve_compile(send, protocol) -> int:
+    import torch  # noqa: F401 - imported once here so every forked child starts warm
+    import torch.utils.cpp_extension  # noqa: F401
+
+    for optional in ("triton", "numpy", "kernels_env.fastpath"):
+        with contextlib.suppress(Exception):  # optional: a missing package only costs the child an import
+            __import__(optional)
+    from .compile_stage import serve
+
+    send(protocol.Hello(role="compile", pid=os.getpid()))
+    for line in sys.stdin.buffer:
+        msg = protocol.decode(line)
+        if isinstance(msg, protocol.Shutdown):
+            return 0
+        send(protocol.Reply(id=msg.id, payload=serve(msg)))
+    return 0
+
+
+def _serve_run(send, protocol, device_name: str) -> int:
+    import torch
+
+    from . import harness
+    from .environment import environment
+
+    if device_name == "cuda":
+        torch.cuda.init()
+        torch.cuda.set_device(0)
+    device = torch.device(device_name, 0) if device_name == "cuda" else torch.device("cpu")
+    env = environment(device_name)
+    state = harness.GlobalState()
+    harness.GLOBAL_STATE = state
+    send(protocol.Hello(role="run", pid=os.getpid(), environment=env))
+
+    def progress_for(request_id: str):
+        def progress(stage: str, detail: str) -> None:
+            send(protocol.Progress(id=request_id, stage=stage, detail=detail))
+
+        return progress
+
+    for line in sys.stdin.buffer:
+        msg = protocol.decode(line)
+        if isinstance(msg, protocol.Shutdown):
+            return 0
+        started = time.perf_counter()
+        try:
+            if isinstance(msg, protocol.EvaluateRequest):
+                payload = harness.evaluate(msg, device, progress_for(msg.id))
+            elif isinstance(msg, protocol.BaselineRequest):
+                payload = harness.baselines(msg, device, env, progress_for(msg.id))
+            else:
+                payload = {"harness_error": f"a run worker does not handle {msg.kind} messages"}
+        except Exception:
+            payload = {"harness_error": traceback.format_exc()[-4000:]}
+        finally:
+            harness.cleanup(getattr(msg, "workdir", ""), device, state)
+        payload["duration_s"] = round(time.perf_counter() - started, 3)
+        broken = harness.health_check(device)
+        if broken:
+            payload["device_error"] = broken
+        send(protocol.Reply(id=msg.id, payload=payload, fatal=bool(broken)))
+        if broken:
+            return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
