@@ -55,8 +55,7 @@ class SandboxClient:
 
     # lifecycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> SandboxClient:
-        self.start()
-        return self
+        return self  # workers start on first use (or with an explicit ``start()``)
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
@@ -150,9 +149,12 @@ class SandboxClient:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
-        for pool in (self._run, self._compile):
-            if pool is not None:
-                pool.close()
+        pools = [p for p in (self._run, self._compile) if p is not None]
+        closers = [threading.Thread(target=p.close, daemon=True) for p in pools]
+        for t in closers:
+            t.start()
+        for t in closers:
+            t.join()
         self._run = self._compile = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
@@ -179,9 +181,10 @@ class SandboxClient:
         solution_name: str | None = None,
     ) -> concurrent.futures.Future:
         """Like ``evaluate`` but returns a future (sources are read now, in the caller's thread)."""
-        self.start()
         ref = read_source(reference, "reference")
         sol = read_source(solution, "solution", allow_workspace=True)
+        resolve(judge or self.default_judge, "cpu")  # bad settings fail before any worker starts
+        self.start()
         if solution_name and sol.text is not None:
             sol = Source(name=solution_name, text=sol.text)  # tracebacks and diagnostics use this name
         settings = resolve(judge or self.default_judge, self.device)
@@ -190,8 +193,9 @@ class SandboxClient:
 
     def baseline(self, reference: Any, judge: JudgeConfig | None = None) -> dict[str, Any]:
         """Timings of the reference in each of the judge's baseline modes (disk-cached)."""
-        self.start()
         ref = read_source(reference, "reference")
+        resolve(judge or self.default_judge, "cpu")
+        self.start()
         settings = resolve(judge or self.default_judge, self.device)
         out = self._get_baselines(ref, settings)
         return {"problem": display_stem(ref), "device": self.device, **out}

@@ -77,6 +77,7 @@ def serve(req: CompileRequest) -> dict[str, Any]:
         try:
             os.close(read_fd)
             os.setsid()
+            _die_with_parent()
             log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(log, 1)
             os.dup2(log, 2)
@@ -145,6 +146,14 @@ def serve(req: CompileRequest) -> dict[str, Any]:
         report.setdefault("messages", []).append(message("log", log_tail))
     report["duration_s"] = duration
     return report
+
+
+def _die_with_parent() -> None:
+    """The forked child (single-threaded, forked by the compile worker's main thread) dies with it."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _kill_group(pid: int) -> None:

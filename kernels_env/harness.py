@@ -412,29 +412,36 @@ class GlobalState:
             "default_dtype": torch.get_default_dtype(),
             "grad": torch.is_grad_enabled(),
             "deterministic": torch.are_deterministic_algorithms_enabled(),
-            "matmul_precision": torch.get_float32_matmul_precision(),
             "cudnn_benchmark": torch.backends.cudnn.benchmark,
             "cudnn_deterministic": torch.backends.cudnn.deterministic,
             "num_threads": torch.get_num_threads(),
         }
 
     def restore(self) -> None:
+        """Set back what changed (only that: some setters are slow the first time they run)."""
+        now = self._read()
         s = self.saved
-        torch.set_default_dtype(s["default_dtype"])
-        torch.set_grad_enabled(s["grad"])
-        torch.use_deterministic_algorithms(s["deterministic"])
-        torch.set_float32_matmul_precision(s["matmul_precision"])
-        torch.backends.cudnn.benchmark = s["cudnn_benchmark"]
-        torch.backends.cudnn.deterministic = s["cudnn_deterministic"]
-        torch.set_num_threads(s["num_threads"])
+        if now["default_dtype"] != s["default_dtype"]:
+            torch.set_default_dtype(s["default_dtype"])
+        if now["grad"] != s["grad"]:
+            torch.set_grad_enabled(s["grad"])
+        if now["deterministic"] != s["deterministic"]:
+            torch.use_deterministic_algorithms(s["deterministic"])
+        if now["cudnn_benchmark"] != s["cudnn_benchmark"]:
+            torch.backends.cudnn.benchmark = s["cudnn_benchmark"]
+        if now["cudnn_deterministic"] != s["cudnn_deterministic"]:
+            torch.backends.cudnn.deterministic = s["cudnn_deterministic"]
+        if now["num_threads"] != s["num_threads"]:
+            torch.set_num_threads(s["num_threads"])
         set_precision(False)
 
 
 def cleanup(workdir: str, device: torch.device, state: GlobalState) -> None:
     loader.unload(under=Path(workdir) if workdir else None)
     state.restore()
-    if "torch._dynamo" in sys.modules:
-        with contextlib.suppress(Exception):
+    dynamo_utils = sys.modules.get("torch._dynamo.utils")
+    if dynamo_utils is not None and any(getattr(dynamo_utils, "counters", {}).get("frames", {}).values()):
+        with contextlib.suppress(Exception):  # torch.compile ran (e.g. a kernelbench-policy candidate)
             torch._dynamo.reset()
     gc.collect()
     if device.type == "cuda":

@@ -6,6 +6,8 @@ the baseline; a problem without a result counts as a failure. With several solut
 ``<stem>__<variant>``), each problem weighs 1 and contributes the mean over its solutions (the expected
 single-sample fast_p); ``best_of`` uses the best solution per problem instead. Faster-than shares use
 CUDA Agent's ">5% faster" rule. Geomean and median speedups are over correct solutions with a speedup.
+``not_run`` results (CPU mode: compiled, never executed) are unverified: they are left out of every share, and
+a problem whose solutions are all ``not_run`` leaves the denominator (listed as ``problems_unverified``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ def _share(per_problem: Mapping[str, list], problems: Iterable[str], score, best
 
 def summarize(results: list[Mapping[str, Any]], problems: Iterable[str]) -> dict[str, Any]:
     problems = sorted(set(problems) | {r["problem"] for r in results})
+    unverified = sorted(
+        {r["problem"] for r in results} - {r["problem"] for r in results if r["status"] != "not_run"}
+    )
+    counts = Counter(r["status"] for r in results)
+    results = [r for r in results if r["status"] != "not_run"]
+    problems = [p for p in problems if p not in unverified]
     per_problem: dict[str, list] = defaultdict(list)
     for r in results:
         per_problem[r["problem"]].append(r)
@@ -57,9 +65,10 @@ def summarize(results: list[Mapping[str, Any]], problems: Iterable[str]) -> dict
     comparable = any((r.get("timings") or {}).get("comparable") for r in results)
     out: dict[str, Any] = {
         "num_problems": len(problems),
-        "num_solutions": len(results),
+        "num_solutions": sum(counts.values()),
         "problems_without_solution": sorted(p for p in problems if p not in per_problem),
-        "status_counts": dict(Counter(r["status"] for r in results)),
+        "problems_unverified": unverified,
+        "status_counts": dict(counts),
         "comparable": comparable,
         "fast_p": {},
         "fast_p_best_of": {},
@@ -112,6 +121,11 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         f"without a solution: {len(summary['problems_without_solution'])}",
         "status:   " + ", ".join(f"{k} {v}" for k, v in sorted(summary["status_counts"].items())),
     ]
+    if summary["status_counts"].get("not_run"):
+        lines.append(
+            f"not_run:  {summary['status_counts']['not_run']} solutions compiled but were not run (CPU "
+            "mode); they are left out of the shares below"
+        )
     if not summary["comparable"]:
         lines.append("timings:  not comparable (CPU mode): speed metrics n/a; fast_0 is the correctness rate")
     header = f"{'baseline':<14}" + "".join(f"{'fast_' + p:>10}" for p in map(_p, P_VALUES))

@@ -117,12 +117,18 @@ class Worker:
             with contextlib.suppress(Exception):
                 stream.close()
 
-    def close(self) -> None:
+    def request_shutdown(self) -> None:
         if self.alive:
             with contextlib.suppress(Exception):
                 self.proc.stdin.write(protocol.encode(protocol.Shutdown()))
                 self.proc.stdin.flush()
-                self.proc.wait(timeout=10)
+
+    def close(self, grace_s: float = 10.0) -> None:
+        """Ask the worker to exit, give it ``grace_s`` seconds, then kill its process group."""
+        self.request_shutdown()
+        if self.proc is not None:
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=grace_s)
         self.kill()
 
     def call(self, request: Any, timeout_s: float) -> protocol.Reply:
@@ -262,22 +268,17 @@ class WorkerPool:
         self._closed = False
 
     def start(self) -> None:
+        """Start the workers (blocking); standbys start afterwards in the background."""
         errors: list[str] = []
-        standbys = [w for w in self._standby.values() if w is not None]
 
-        def boot(w: Worker, active: bool) -> None:
+        def boot(w: Worker) -> None:
             try:
                 w.start()
-                if active:
-                    self._idle.put(w)
+                self._idle.put(w)
             except SandboxError as exc:
-                if active:
-                    errors.append(str(exc))
-                else:  # a standby that cannot start only costs the fast swap
-                    self._standby[self._slot[id(w)]] = None
+                errors.append(str(exc))
 
-        threads = [threading.Thread(target=boot, args=(w, True), daemon=True) for w in self.workers]
-        threads += [threading.Thread(target=boot, args=(w, False), daemon=True) for w in standbys]
+        threads = [threading.Thread(target=boot, args=(w,), daemon=True) for w in self.workers]
         for t in threads:
             t.start()
         for t in threads:
@@ -285,6 +286,10 @@ class WorkerPool:
         if errors:
             self.close()
             raise SandboxError(errors[0])
+        for slot, standby in list(self._standby.items()):
+            if standby is not None:
+                self._standby[slot] = None
+                threading.Thread(target=self._restart, args=(standby, True), daemon=True).start()
 
     @contextlib.contextmanager
     def acquire(self) -> Iterator[Worker]:
@@ -324,13 +329,14 @@ class WorkerPool:
         for attempt in range(3):
             try:
                 worker.start()
-                if self._closed:
-                    worker.close()
-                elif as_standby:
-                    with self._lock:
+                with self._lock:
+                    closed = self._closed
+                    if not closed and as_standby:
                         self._standby[self._slot[id(worker)]] = worker
-                else:
-                    self._idle.put(worker)
+                    elif not closed:
+                        self._idle.put(worker)
+                if closed:
+                    worker.close()
                 return
             except SandboxError as exc:
                 last = str(exc)
@@ -342,6 +348,11 @@ class WorkerPool:
         return [w.hello.environment for w in self.workers if w.hello is not None]
 
     def close(self) -> None:
-        self._closed = True
-        for w in [*self.workers, *(s for s in self._standby.values() if s is not None)]:
-            w.close()
+        with self._lock:
+            self._closed = True
+            workers = [*self.workers, *(s for s in self._standby.values() if s is not None)]
+        for w in workers:  # all at once: each may take a moment to exit
+            w.request_shutdown()
+        deadline = time.monotonic() + 10.0
+        for w in workers:
+            w.close(grace_s=max(0.0, deadline - time.monotonic()))

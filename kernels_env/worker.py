@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any, BinaryIO
@@ -25,11 +28,27 @@ def _protocol_stream() -> BinaryIO:
     return out
 
 
+def _exit_with_parent() -> None:
+    """Workers never outlive their client, even one killed with SIGKILL while a candidate is running."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                with contextlib.suppress(Exception):
+                    os.killpg(os.getpgrp(), signal.SIGKILL)
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--role", choices=("run", "compile"), required=True)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args(argv)
+    _exit_with_parent()
     out = _protocol_stream()
     from . import protocol
 
@@ -62,6 +81,9 @@ def _serve_compile(send, protocol) -> int:
 def _serve_run(send, protocol, device_name: str) -> int:
     import torch
 
+    for optional in ("triton", "triton.language", "numpy"):  # most candidates import these: pay once, here
+        with contextlib.suppress(Exception):
+            __import__(optional)
     from . import harness
     from .environment import environment
 
@@ -72,6 +94,8 @@ def _serve_run(send, protocol, device_name: str) -> int:
     env = environment(device_name)
     state = harness.GlobalState()
     harness.GLOBAL_STATE = state
+    gc.collect()
+    gc.freeze()  # the harness's own objects: later collections (after every request) skip them
     send(protocol.Hello(role="run", pid=os.getpid(), environment=env))
 
     def progress_for(request_id: str):
@@ -107,4 +131,6 @@ def _serve_run(send, protocol, device_name: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown (torch/Triton atexit work): nothing here needs cleaning

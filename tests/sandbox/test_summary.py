@@ -52,7 +52,7 @@ def test_cpu_mode_summary_has_correctness_only(tmp_path):
         {**r("C", "C.py", "not_run", comparable=False), "reward": None},
     ]
     s = summarize(results, ["A", "B", "C"])
-    assert s["fast_p"]["eager"]["0"] == pytest.approx(1 / 3)
+    assert s["fast_p"]["eager"]["0"] == pytest.approx(1 / 2)  # C is not_run: unverified, left out
     assert s["fast_p"]["eager"]["1"] is None and s["faster_than"]["eager"] is None
     assert s["comparable"] is False and s["mean_reward"] == 0.0
     assert "not comparable" in format_summary(s)
@@ -65,3 +65,17 @@ def test_speedup_plot(tmp_path):
     s = summarize(RESULTS, PROBLEMS)
     plot(RESULTS, s, str(tmp_path / "s.png"))
     assert (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_not_run_results_are_left_out():
+    results = [
+        r("A", "A.py", "correct", comparable=False),
+        {**r("A", "A__cuda.py", "not_run"), "reward": None},
+        {**r("B", "B.py", "not_run"), "reward": None},
+        r("C", "C.py", "incorrect", comparable=False),
+    ]
+    s = summarize(results, ["A", "B", "C"])
+    assert s["problems_unverified"] == ["B"] and s["num_problems"] == 2
+    assert s["fast_p"]["eager"]["0"] == pytest.approx(1 / 2)  # A (its verified solution) correct, C not
+    assert s["status_counts"]["not_run"] == 2 and s["num_solutions"] == 4
+    assert "not_run:  2" in format_summary(s)
