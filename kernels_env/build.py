@@ -152,8 +152,8 @@ def install_build_hooks(build_only: bool, cache_dir: str) -> None:
 
     def _prepare(kwargs: dict[str, Any], cuda: bool) -> None:
         if cuda and cpu_torch and build_only:
-            if ce.CUDA_HOME is None and (nvcc := shutil.which("nvcc")):
-                ce.CUDA_HOME = str(Path(os.path.realpath(nvcc)).parent.parent)
+            if ce.CUDA_HOME is None:
+                ce.CUDA_HOME = cuda_home()
             stubs = cpu_link_stubs(cache_dir)
             kwargs["extra_ldflags"] = [*(kwargs.get("extra_ldflags") or []), f"-L{stubs}"]
 
@@ -177,6 +177,15 @@ def install_build_hooks(build_only: bool, cache_dir: str) -> None:
         ce._import_module_from_library = lambda module_name, path, is_python_module: BuildOnlyModule(
             module_name
         )
+
+
+def cuda_home() -> str | None:
+    """The CUDA toolkit root: $CUDA_HOME / $CUDA_PATH, /usr/local/cuda, else where nvcc lives."""
+    for candidate in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if candidate and (Path(candidate) / "bin" / "nvcc").exists():
+            return candidate
+    nvcc = shutil.which("nvcc")
+    return str(Path(os.path.realpath(nvcc)).parent.parent) if nvcc else None
 
 
 def cpu_link_stubs(cache_dir: str) -> str:

@@ -69,48 +69,26 @@ class SandboxClient:
             self._tmp = Path(tempfile.mkdtemp(prefix="kernels_env-"))
             atexit.register(self.close)
             limit = int(self.config.memory_limit_gb * 2**30)
-            common = {
-                "KERNELS_ENV_CACHE_DIR": str(self.cache_dir),
-                "TRITON_CACHE_DIR": str(self.cache_dir / "triton"),
-            }
+            common = {"TRITON_CACHE_DIR": str(self.cache_dir / "triton"), **self._cache_env()}
             if self.device == "cuda":
-                count = self.config.num_gpu_workers or len(gpus)
-                run_envs = [{**common, "CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} for i in range(count)]
+                # at most one run worker per GPU: two would disturb each other's timings
+                count = min(self.config.num_gpu_workers or len(gpus), len(gpus))
+                run_envs = [{**common, "CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(count)]
             else:
                 run_envs = [{**common, "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}]
-            runs = [
-                Worker("run", self.device, env, self._tmp, f"run{i}", limit, self.config.startup_timeout_s)
-                for i, env in enumerate(run_envs)
-            ]
+            run_envs = [{**env, "KERNELS_ENV_BUILD_ONLY": "0"} for env in run_envs]
             compile_env = {**common, "CUDA_VISIBLE_DEVICES": "", "KERNELS_ENV_BUILD_ONLY": "1"}
+
+            def worker(role: str, device: str, env: dict[str, str], name: str) -> Worker:
+                return Worker(role, device, env, self._tmp, name, limit, self.config.startup_timeout_s)
+
+            runs = [worker("run", self.device, env, f"run{i}") for i, env in enumerate(run_envs)]
             compiles = [
-                Worker(
-                    "compile",
-                    "cpu",
-                    compile_env,
-                    self._tmp,
-                    f"compile{i}",
-                    limit,
-                    self.config.startup_timeout_s,
-                )
+                worker("compile", "cpu", compile_env, f"compile{i}")
                 for i in range(max(1, self.config.num_compile_workers))
             ]
-            standbys = (
-                [
-                    Worker(
-                        "run",
-                        self.device,
-                        env,
-                        self._tmp,
-                        f"run{i}-standby",
-                        limit,
-                        self.config.startup_timeout_s,
-                    )
-                    for i, env in enumerate(run_envs)
-                ]
-                if self.config.standby_run_workers
-                else []
-            )
+            standbys = [worker("run", self.device, env, f"run{i}-standby") for i, env in enumerate(run_envs)]
+            standbys = standbys if self.config.standby_run_workers else []
             self._run = WorkerPool(runs, self.config.max_requests_per_worker, standbys)
             self._compile = WorkerPool(compiles)
             failures: list[BaseException] = []
@@ -220,16 +198,12 @@ class SandboxClient:
         durations: dict[str, float] = {}
         env = self._request_env(sol)
         try:
-            t0 = time.perf_counter()
-            report = self._compile_stage(request_id, ref, sol, workdir, env)
-            durations["compile"] = round(time.perf_counter() - t0, 3)
+            report = self._compile_stage(request_id, ref, sol, workdir, env, durations)
             if report.get("status") == "ok" and not (self.device == "cpu" and report.get("needs_cuda")):
-                t0 = time.perf_counter()
                 report = {
-                    **self._run_stage(request_id, ref, sol, workdir, env, settings),
+                    **self._run_stage(request_id, ref, sol, workdir, env, settings, durations),
                     "backends": report.get("backends", []),
                 }
-                durations["run"] = round(time.perf_counter() - t0, 3)
             elif report.get("status") == "ok":
                 report = {
                     "status": NOT_RUN,
@@ -280,26 +254,36 @@ class SandboxClient:
         result["durations_s"] = durations
         return result
 
-    def _compile_stage(self, request_id, ref, sol, workdir, env) -> dict[str, Any]:
+    def _compile_stage(self, request_id, ref, sol, workdir, env, durations) -> dict[str, Any]:
         timeout = self.config.compile_timeout_s
         request = CompileRequest(
             id=request_id, reference=ref, solution=sol, workdir=str(workdir), timeout_s=timeout, env=env
         )
+        waited = time.perf_counter()
         with self._compile.acquire() as worker:
+            started = time.perf_counter()
+            durations["queued"] = round(started - waited, 3)
             try:
                 return worker.call(request, timeout + 60).payload
             except WorkerFailure as exc:
                 return _failure(exc, "compile", timeout)
+            finally:
+                durations["compile"] = round(time.perf_counter() - started, 3)
 
-    def _run_stage(self, request_id, ref, sol, workdir, env, settings) -> dict[str, Any]:
+    def _run_stage(self, request_id, ref, sol, workdir, env, settings, durations) -> dict[str, Any]:
         request = EvaluateRequest(
             id=request_id, reference=ref, solution=sol, workdir=str(workdir), judge=settings, env=env
         )
+        waited = time.perf_counter()
         with self._run.acquire() as worker:
+            started = time.perf_counter()
+            durations["queued"] = round(durations.get("queued", 0.0) + started - waited, 3)
             try:
                 reply = worker.call(request, self.config.run_timeout_s)
             except WorkerFailure as exc:
                 return _failure(exc, exc.stage or "load", self.config.run_timeout_s)
+            finally:
+                durations["run"] = round(time.perf_counter() - started, 3)
         payload = reply.payload
         if payload.get("harness_error"):
             raise SandboxError(f"the run worker failed on its own: {payload['harness_error']}")

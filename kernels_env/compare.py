@@ -137,10 +137,11 @@ def max_errors(expected: Any, got: Any) -> tuple[float, float]:
     if isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor) and expected.is_floating_point():
         if expected.numel() == 0 or expected.shape != got.shape:
             return 0.0, 0.0
-        e, g = expected.double(), got.double()
+        work = torch.float64 if expected.dtype == torch.float64 else torch.float32
+        e, g = expected.to(work), got.to(work)
         finite = torch.isfinite(e) & torch.isfinite(g)
         diff = torch.where(finite, (g - e).abs(), torch.zeros_like(e))
-        rel = torch.where(finite, diff / e.abs().clamp_min(1e-300), torch.zeros_like(e))
+        rel = torch.where(finite, diff / e.abs().clamp_min(torch.finfo(work).tiny), torch.zeros_like(e))
         return float(diff.max().item()), float(rel.max().item())
     if isinstance(expected, list | tuple) and isinstance(got, list | tuple):
         pairs = [max_errors(e, g) for e, g in zip(expected, got)]

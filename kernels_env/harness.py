@@ -148,7 +148,7 @@ def _candidate(fn: Callable[..., Any], *args: Any, loaded, stage: str, device: t
     """Run candidate code (or code on its outputs): its failures become the candidate's verdict."""
     try:
         return fn(*args)
-    except Exception as exc:
+    except BaseException as exc:  # also SystemExit / KeyboardInterrupt raised by the candidate
         raise _candidate_failure(exc, loaded, stage, device) from None
 
 
@@ -197,19 +197,7 @@ def _judge(problem, loaded, model_new, s: Mapping[str, Any], device: torch.devic
     out = {"status": CORRECT, "stage": "done", "correctness": correctness, "messages": notes}
     if s["time_candidate"]:
         progress("timing", "timing the candidate")
-        sets = _input_sets(problem, s, device)
-        timed = _guarded(new_model, s, device, "timing")
-        stats = _candidate(
-            time_callable,
-            lambda *xs: timed(xs),
-            sets,
-            _timing_settings(s, device),
-            device,
-            loaded=loaded,
-            stage="timing",
-            device=device,
-        )
-        out["timings"] = {"candidate": stats, "input_sets": len(sets)}
+        out["timings"] = {"candidate": _time_candidate(problem, loaded, new_model, s, device)}
     return out
 
 
@@ -278,6 +266,37 @@ def _reference(model: torch.nn.Module) -> Callable[[list[Any]], Any]:
     return run
 
 
+def _time_candidate(
+    problem, loaded, model: torch.nn.Module, s: Mapping[str, Any], device: torch.device
+) -> dict:
+    """Time ModelNew exactly as the baselines are timed: the same loop, no_grad and precision set once
+    around it (not per call); only the policy guard wraps each call."""
+    sets = _input_sets(problem, s, device)
+    policy = s["policy"]
+
+    def call(*inputs: Any) -> Any:
+        with policy_guard(policy, device=device, stage="timing"):
+            return model(*inputs)
+
+    set_precision(bool(s.get("allow_tf32")))
+    try:
+        with torch.no_grad():
+            stats = _candidate(
+                time_callable,
+                call,
+                sets,
+                _timing_settings(s, device),
+                device,
+                loaded=loaded,
+                stage="timing",
+                device=device,
+            )
+    finally:
+        set_precision(False)
+    stats["input_sets"] = len(sets)
+    return stats
+
+
 def _guarded(model: torch.nn.Module, s: Mapping[str, Any], device: torch.device, stage: str):
     def run(inputs) -> Any:
         set_precision(bool(s.get("allow_tf32")))
@@ -329,44 +348,51 @@ def _build_models(problem, loaded, model_new, init_inputs, s, device):
 
 def baselines(req: BaselineRequest, device: torch.device, env: Mapping[str, Any], progress: Progress) -> dict:
     s = req.judge
-    with request_env({}):
+    try:
+        problem = loader.load_problem(
+            loader.materialize(req.reference, Path(req.workdir)), req.reference.name
+        )
+        init_inputs = _call_problem("get_init_inputs()", lambda: list(problem.get_init_inputs()))
+        sample = _call_problem("get_inputs()", _input_sample, problem, device)
+    except ProblemError as exc:
+        return {"problem_error": str(exc)}
+    modes = [m for m in req.modes if device.type == "cuda" or m == "eager"]
+    skipped = {
+        m: {"skipped": "torch.compile baselines are measured on a GPU only"}
+        for m in req.modes
+        if m not in modes
+    }
+    keys = {
+        m: baseline_key(req.reference.text or "", spec(sample), spec(init_inputs), env, m, s) for m in modes
+    }
+    state: dict[str, Any] = {}
+
+    def compute(mode: str) -> dict[str, Any]:
+        progress("baseline", mode)
         try:
-            problem = loader.load_problem(
-                loader.materialize(req.reference, Path(req.workdir)), req.reference.name
-            )
-            init_inputs = _call_problem("get_init_inputs()", lambda: list(problem.get_init_inputs()))
-            sample = _call_problem("get_inputs()", lambda: make_inputs(problem, fresh_seed(), "random"))
+            if "sets" not in state:
+                state["sets"] = _input_sets(problem, s, device)
+                torch.manual_seed(fresh_seed())
+                model = _call_problem("Model(...)", lambda: problem.Model(*clone(init_inputs)))
+                state["model"] = model.to(device).train(s["mode"] == "train")
         except ProblemError as exc:
-            return {"problem_error": str(exc)}
-        modes = [m for m in req.modes if device.type == "cuda" or m == "eager"]
-        skipped = {
-            m: {"skipped": "torch.compile baselines are measured on a GPU only"}
-            for m in req.modes
-            if m not in modes
-        }
-        keys = {
-            m: baseline_key(req.reference.text or "", spec(sample), spec(init_inputs), env, m, s)
-            for m in modes
-        }
-        state: dict[str, Any] = {}
+            return {"error": str(exc)}
+        timing = {**s, "timing": _timing_settings(s, device)}
+        return measure(state["model"], mode, state["sets"], timing, device)
 
-        def compute(mode: str) -> dict[str, Any]:
-            progress("baseline", mode)
-            try:
-                if "sets" not in state:
-                    state["sets"] = _input_sets(problem, s, device)
-                    torch.manual_seed(fresh_seed())
-                    model = _call_problem("Model(...)", lambda: problem.Model(*clone(init_inputs)))
-                    state["model"] = model.to(device).train(s["mode"] == "train")
-            except ProblemError as exc:
-                return {"error": str(exc)}
-            timing = {**s, "timing": _timing_settings(s, device)}
-            return measure(state["model"], mode, state["sets"], timing, device)
+    cache = JsonCache(Path(req.cache_dir) / "baselines")
+    out = cached_baselines(cache, keys, compute)
+    state.clear()
+    return {"baselines": {**out, **skipped}, "comparable": device.type == "cuda"}
 
-        cache = JsonCache(Path(req.cache_dir) / "baselines")
-        out = cached_baselines(cache, keys, compute)
-        state.clear()
-        return {"baselines": {**out, **skipped}, "comparable": device.type == "cuda"}
+
+def _input_sample(problem, device: torch.device) -> list[Any]:
+    """The task's inputs for their shapes and dtypes only: on the meta device (no data) when it can."""
+    try:
+        with torch.device("meta"):
+            return list(problem.get_inputs())
+    except Exception:
+        return make_inputs(problem, fresh_seed(), "random", device)
 
 
 def reset_extension_versioner() -> None:

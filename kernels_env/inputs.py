@@ -43,7 +43,15 @@ def make_inputs(
     from OS entropy so nothing downstream can replay the seed."""
     if family not in FAMILIES:
         raise ValueError(f"unknown input family {family!r}; known: {sorted(FAMILIES)}")
-    inputs = FAMILIES[family](problem, seed)
+    inputs = None
+    if device is not None and torch.device(device).type == "cuda":
+        try:  # the task's factories (torch.rand, ...) run on the GPU: much faster for large inputs
+            with torch.device(device):
+                inputs = FAMILIES[family](problem, seed)
+        except Exception:  # a task that needs CPU tensors while building its inputs: build them there
+            inputs = None
+    if inputs is None:
+        inputs = FAMILIES[family](problem, seed)
     torch.manual_seed(fresh_seed())
     return to_device(inputs, device) if device is not None else inputs
 

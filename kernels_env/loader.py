@@ -117,7 +117,7 @@ def import_path(
         loaded.files |= {str(p) for p in root.rglob("*.py")}
     try:
         exec(code, module.__dict__)
-    except Exception as exc:
+    except BaseException as exc:  # also sys.exit() at import
         sys.modules.pop(name, None)
         raise classify_exception(exc, loaded, status, during="importing") from None
     finally:

@@ -27,7 +27,8 @@ import psutil
 from . import protocol
 
 POLL_S = 0.05
-MAX_LOG_BYTES = 8 * 2**20
+MAX_LOG_BYTES = 8 * 2**20  # a worker's log is started afresh beyond this (at its next start)
+MAX_OUTPUT_BYTES = 64 * 2**20  # output one request may print before its worker is killed
 
 
 class SandboxError(RuntimeError):
@@ -41,7 +42,7 @@ class BrokenReference(SandboxError):
 class WorkerFailure(Exception):
     def __init__(self, kind: str, detail: str, stage: str = "", log_tail: str = ""):
         super().__init__(detail)
-        self.kind = kind  # timeout | crash | memory | protocol
+        self.kind = kind  # timeout | crash | memory | output | protocol
         self.detail = detail
         self.stage = stage
         self.log_tail = log_tail
@@ -186,6 +187,14 @@ class Worker:
                     raise WorkerFailure("timeout", what, stage, self.log_tail())
                 if now >= next_memory_check:
                     next_memory_check = now + 2 * POLL_S
+                    if self._log_size() - getattr(self, "_log_offset", 0) > MAX_OUTPUT_BYTES:
+                        self.kill()
+                        raise WorkerFailure(
+                            "output",
+                            f"the candidate printed more than {MAX_OUTPUT_BYTES >> 20} MiB",
+                            stage,
+                            self.log_tail(),
+                        )
                     rss = self._rss()
                     if rss > self.memory_limit_bytes:
                         self.kill()

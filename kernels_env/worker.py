@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 
 
 def _protocol_stream() -> BinaryIO:
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    out = os.fdopen(os.dup(1), "wb")  # buffered: write() writes everything; send() flushes
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     return out
@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def send(message: Any) -> None:
         out.write(protocol.encode(message))
+        out.flush()
 
     if args.role == "compile":
         return _serve_compile(send, protocol)

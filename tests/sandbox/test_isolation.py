@@ -58,6 +58,13 @@ def test_unbounded_allocation_is_killed_at_the_memory_limit(tight):
     still_works(tight)
 
 
+def test_output_flood_is_cut(tight):
+    body = "import sys\nwhile True:\n    sys.stderr.write('x' * 65536)"
+    res = check(tight.evaluate(REF, relu_with(body), judge=FAST), "runtime_error")
+    assert "printed more than 64 MiB" in res["error"]
+    still_works(tight)
+
+
 def test_abort_and_hang_at_import_are_compile_stage_verdicts(tight):
     res = check(
         tight.evaluate(REF, relu_with("return x", header="import os\nos.abort()"), judge=FAST),
@@ -174,3 +181,9 @@ def test_global_state_changes_do_not_leak(client):
     assert res["correctness"]["passed"] == 2
     sensitive = relu_with("out = torch.empty(x.shape)\nout.copy_(torch.clamp(x, min=0.0))\nreturn out")
     check(client.evaluate(REF, sensitive, judge=FAST), "correct")
+
+
+def test_sys_exit_in_forward_is_a_runtime_error(client):
+    res = check(client.evaluate(REF, relu_with("import sys\nsys.exit(0)"), judge=FAST), "runtime_error")
+    assert "SystemExit" in res["error"]
+    check(client.evaluate(REF, GOOD, judge=FAST), "correct")
