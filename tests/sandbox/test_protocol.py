@@ -89,3 +89,16 @@ def test_a_source_is_text_or_files():
         Source(name="x")
     with pytest.raises(ProtocolError):
         Source(name="x", text="a", files={"b": "c"})
+
+
+def test_result_round_trip_and_schema_version():
+    from kernels_env.result import Result, new_result
+
+    data = new_result(status="incorrect", stage="correctness", problem="p", solution="s.py", error="x")
+    data["messages"].append({"kind": "mismatch", "text": "t", "first_index": [0, 1]})
+    parsed = Result.from_json(json.dumps(data))
+    assert parsed.to_dict() == data and parsed.status == "incorrect"
+    with pytest.raises(ValueError, match="schema version 99 is not supported"):
+        Result.from_dict({**data, "schema_version": 99})
+    with pytest.raises(ValueError, match="unknown keys"):
+        Result.from_dict({**data, "extra": 1})
