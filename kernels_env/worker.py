@@ -85,7 +85,7 @@ def _serve_run(send, protocol, device_name: str) -> int:
     for optional in ("triton", "triton.language", "numpy"):  # most candidates import these: pay once, here
         with contextlib.suppress(Exception):
             __import__(optional)
-    from . import harness
+    from . import harness, worker_state
     from .environment import environment
 
     if device_name == "cuda":
@@ -93,8 +93,8 @@ def _serve_run(send, protocol, device_name: str) -> int:
         torch.cuda.set_device(0)
     device = torch.device(device_name, 0) if device_name == "cuda" else torch.device("cpu")
     env = environment(device_name)
-    state = harness.GlobalState()
-    harness.GLOBAL_STATE = state
+    state = worker_state.GlobalState()
+    worker_state.GLOBAL_STATE = state
     gc.collect()
     gc.freeze()  # the harness's own objects: later collections (after every request) skip them
     send(protocol.Hello(role="run", pid=os.getpid(), environment=env))
@@ -120,9 +120,9 @@ def _serve_run(send, protocol, device_name: str) -> int:
         except Exception:
             payload = {"harness_error": traceback.format_exc()[-4000:]}
         finally:
-            harness.cleanup(getattr(msg, "workdir", ""), device, state)
+            worker_state.cleanup(getattr(msg, "workdir", ""), device, state)
         payload["duration_s"] = round(time.perf_counter() - started, 3)
-        broken = harness.health_check(device)
+        broken = worker_state.health_check(device)
         if broken:
             payload["device_error"] = broken
         send(protocol.Reply(id=msg.id, payload=payload, fatal=bool(broken)))
