@@ -1,0 +1,16 @@
+"""Plain PyTorch (no custom kernel): LayerNorm written out from its definition. Runs on CPU in CPU mode.
+The strict policy forbids PyTorch compute inside ModelNew once its guard is enforced (kernels_env.guard)."""
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, normalized_shape: tuple):
+        super().__init__()
+        self.ln = nn.LayerNorm(normalized_shape=normalized_shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True, unbiased=False)
+        return (x - mean) * torch.rsqrt(var + self.ln.eps) * self.ln.weight + self.ln.bias

@@ -1,0 +1,42 @@
+"""Command-line interface: a registry of subcommands, one module each.
+
+A subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+Adding one is one line in ``COMMANDS`` (e.g. ``"profile": "kernels_env.tools.cli_profile"``).
+Exit codes: 0 success (evaluate: the verdict is ``correct``), 1 a verdict other than correct, 2 a usage or
+input error, 3 the sandbox itself failed, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS: dict[str, str] = {
+    "evaluate": "kernels_env.cli.evaluate",
+    "baseline": "kernels_env.cli.baseline",
+    "batch": "kernels_env.cli.batch",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernels_env", description="The CUDA kernel sandbox.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = {}
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        modules[name] = module
+        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+    args = parser.parse_args(argv)
+    from ..supervisor import SandboxError
+
+    try:
+        return modules[args.command].run(args)
+    except KeyboardInterrupt:
+        return 130
+    except (FileNotFoundError, IsADirectoryError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except SandboxError as exc:
+        print(f"sandbox error: {exc}", file=sys.stderr)
+        return 3

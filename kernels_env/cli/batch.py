@@ -1,0 +1,42 @@
+"""``batch``: judge a directory of solutions against a directory of problems, resumably, with a summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..batch import run_batch
+from ..config import BatchConfig
+from .common import add_judge_arguments, add_sandbox_arguments, judge_config, sandbox_config
+
+HELP = "judge a directory of solutions (<problem>[__variant].py or <problem>/ workspaces): JSONL + summary"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--problems", required=True, help="directory of KernelBench-format problem files")
+    p.add_argument("--solutions", required=True, help="directory of solutions")
+    p.add_argument("--out", required=True, help="results JSONL file (the summary goes next to it)")
+    p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished results")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-plot", action="store_true")
+    add_judge_arguments(p)
+    add_sandbox_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    cfg = BatchConfig(
+        problems_dir=args.problems,
+        solutions_dir=args.solutions,
+        out_dir=str(out.parent),
+        results_name=out.name,
+        summary_name=f"{out.stem}.summary.json",
+        plot_name=f"{out.stem}.speedups.png",
+        resume=not args.no_resume,
+        progress=not args.no_progress,
+        plot=not args.no_plot,
+        sandbox=sandbox_config(args),
+        judge=judge_config(args),
+    )
+    summary = run_batch(cfg)
+    return 0 if not summary["errors"] else 1

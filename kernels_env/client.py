@@ -1,0 +1,362 @@
+"""The sandbox client: the one way callers (research/, benchmarks, the CLI) judge candidates.
+
+    from kernels_env.client import SandboxClient
+    from kernels_env.config import SandboxConfig, JudgeConfig
+    with SandboxClient(SandboxConfig(device="auto")) as sb:
+        res = sb.evaluate(reference=REF, solution=SOL, judge=JudgeConfig())  # the result (docs/sandbox.md)
+        base = sb.baseline(reference=REF)  # eager / compile / max-autotune timings
+
+Candidates never run in this process: a compile stage imports them on CPU worker processes with the GPU
+hidden (every kernel build is cached there), then a run worker on the device checks correctness and times
+them. ``submit`` returns a future so many candidates can be in flight; the client is thread-safe.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from . import devices
+from .config import JudgeConfig, SandboxConfig
+from .presets import resolve
+from .protocol import BaselineRequest, CompileRequest, EvaluateRequest, Source
+from .result import NOT_RUN, RUNTIME_ERROR, TIMEOUT, message, new_result
+from .rewards import get_reward
+from .sources import display_stem, read_source, source_hash
+from .supervisor import BrokenReference, SandboxError, Worker, WorkerFailure, WorkerPool
+
+__all__ = ["BrokenReference", "SandboxClient", "SandboxError"]
+
+MIN_CANDIDATE_MS = 1e-4  # floor for speedups: a measured 0 never divides
+
+
+class SandboxClient:
+    def __init__(self, config: SandboxConfig | None = None, judge: JudgeConfig | None = None):
+        self.config = config or SandboxConfig()
+        self.default_judge = judge or JudgeConfig()
+        self.cache_dir = Path(os.path.expanduser(self.config.cache_dir)).resolve()
+        self.device: str | None = None
+        self._run: WorkerPool | None = None
+        self._compile: WorkerPool | None = None
+        self._tmp: Path | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._baseline_locks: dict[tuple, threading.Lock] = {}
+        self._baselines: dict[tuple, dict[str, Any]] = {}
+        self.cuda_arch = ""
+
+    # lifecycle -------------------------------------------------------------------------------------------
+    def __enter__(self) -> SandboxClient:
+        return self  # workers start on first use (or with an explicit ``start()``)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._run is not None:
+                return
+            self.device, gpus = devices.resolve(self.config.device)
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            self._tmp = Path(tempfile.mkdtemp(prefix="kernels_env-"))
+            atexit.register(self.close)
+            limit = int(self.config.memory_limit_gb * 2**30)
+            common = {"TRITON_CACHE_DIR": str(self.cache_dir / "triton"), **self._cache_env()}
+            if self.device == "cuda":
+                # at most one run worker per GPU: two would disturb each other's timings
+                count = min(self.config.num_gpu_workers or len(gpus), len(gpus))
+                run_envs = [{**common, "CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(count)]
+            else:
+                run_envs = [{**common, "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}]
+            run_envs = [{**env, "KERNELS_ENV_BUILD_ONLY": "0"} for env in run_envs]
+            compile_env = {**common, "CUDA_VISIBLE_DEVICES": "", "KERNELS_ENV_BUILD_ONLY": "1"}
+
+            def worker(role: str, device: str, env: dict[str, str], name: str) -> Worker:
+                return Worker(role, device, env, self._tmp, name, limit, self.config.startup_timeout_s)
+
+            runs = [worker("run", self.device, env, f"run{i}") for i, env in enumerate(run_envs)]
+            compiles = [
+                worker("compile", "cpu", compile_env, f"compile{i}")
+                for i in range(max(1, self.config.num_compile_workers))
+            ]
+            standbys = [worker("run", self.device, env, f"run{i}-standby") for i, env in enumerate(run_envs)]
+            standbys = standbys if self.config.standby_run_workers else []
+            self._run = WorkerPool(runs, self.config.max_requests_per_worker, standbys)
+            self._compile = WorkerPool(compiles)
+            failures: list[BaseException] = []
+
+            def boot(pool: WorkerPool) -> None:
+                try:
+                    pool.start()
+                except BaseException as exc:  # re-raised below in the caller's thread
+                    failures.append(exc)
+
+            threads = [
+                threading.Thread(target=boot, args=(p,), daemon=True) for p in (self._run, self._compile)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if failures:
+                self._shutdown()
+                raise failures[0]
+            self.cuda_arch = self._arch()
+            workers = len(runs) + len(compiles) + 2
+            self._executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="kernels_env")
+
+    def _arch(self) -> str:
+        if self.config.cuda_arch != "auto":
+            return self.config.cuda_arch
+        envs = self._run.environments() if self._run else []
+        return next((e["compute_capability"] for e in envs if e.get("compute_capability")), "9.0")
+
+    def close(self) -> None:
+        with self._lock:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        pools = [p for p in (self._run, self._compile) if p is not None]
+        closers = [threading.Thread(target=p.close, daemon=True) for p in pools]
+        for t in closers:
+            t.start()
+        for t in closers:
+            t.join()
+        self._run = self._compile = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        self.start()
+        envs = self._run.environments()
+        return envs[0] if envs else {}
+
+    # public API ------------------------------------------------------------------------------------------
+    def evaluate(self, reference: Any, solution: Any, judge: JudgeConfig | None = None, **names: str) -> dict:
+        """Judge a solution (path, source text or workspace directory) against a reference: the result."""
+        return self.submit(reference, solution, judge, **names).result()
+
+    def submit(
+        self,
+        reference: Any,
+        solution: Any,
+        judge: JudgeConfig | None = None,
+        *,
+        problem: str | None = None,
+        solution_name: str | None = None,
+    ) -> concurrent.futures.Future:
+        """Like ``evaluate`` but returns a future (sources are read now, in the caller's thread)."""
+        ref = read_source(reference, "reference")
+        sol = read_source(solution, "solution", allow_workspace=True)
+        resolve(judge or self.default_judge, "cpu")  # bad settings fail before any worker starts
+        self.start()
+        if solution_name and sol.text is not None:
+            sol = Source(name=solution_name, text=sol.text)  # tracebacks and diagnostics use this name
+        settings = resolve(judge or self.default_judge, self.device)
+        names = {"problem": problem or display_stem(ref), "solution": solution_name or sol.name}
+        return self._executor.submit(self._evaluate, ref, sol, settings, names)
+
+    def baseline(self, reference: Any, judge: JudgeConfig | None = None) -> dict[str, Any]:
+        """Timings of the reference in each of the judge's baseline modes (disk-cached)."""
+        ref = read_source(reference, "reference")
+        resolve(judge or self.default_judge, "cpu")
+        self.start()
+        settings = resolve(judge or self.default_judge, self.device)
+        out = self._get_baselines(ref, settings)
+        return {"problem": display_stem(ref), "device": self.device, **out}
+
+    # internals -------------------------------------------------------------------------------------------
+    def _cache_env(self) -> dict[str, str]:
+        fastpath = str(self.cache_dir / "fastpath")
+        return {"KERNELS_ENV_CACHE_DIR": fastpath, "KERNELS_ENV_SANDBOX_CACHE": str(self.cache_dir)}
+
+    def _request_env(self, sol: Source) -> dict[str, str]:
+        return {
+            **self._cache_env(),
+            "TORCH_EXTENSIONS_DIR": str(self.cache_dir / "torch_extensions" / source_hash(sol)[:16]),
+            "TORCH_CUDA_ARCH_LIST": self.cuda_arch,
+            "KERNELS_ENV_CUDA_ARCH": self.cuda_arch,
+        }
+
+    def _evaluate(self, ref: Source, sol: Source, settings: dict[str, Any], names: dict[str, str]) -> dict:
+        started = time.perf_counter()
+        request_id = uuid.uuid4().hex[:12]
+        workdir = self._tmp / f"req-{request_id}"
+        durations: dict[str, float] = {}
+        env = self._request_env(sol)
+        try:
+            report = self._compile_stage(request_id, ref, sol, workdir, env, durations)
+            if report.get("status") == "ok" and not (self.device == "cpu" and report.get("needs_cuda")):
+                report = {
+                    **self._run_stage(request_id, ref, sol, workdir, env, settings, durations),
+                    "backends": report.get("backends", []),
+                }
+            elif report.get("status") == "ok":
+                report = {
+                    "status": NOT_RUN,
+                    "stage": "compile",
+                    "backends": report.get("backends", []),
+                    "messages": [
+                        message(
+                            "note",
+                            "CPU mode: the solution's CUDA code compiled; it needs a "
+                            "GPU to run, so it has no correctness verdict and no reward",
+                        )
+                    ],
+                }
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if report.get("problem_error"):
+            raise BrokenReference(f"{names['problem']}: {report['problem_error']}")
+        result = new_result(
+            status=report["status"],
+            stage=report.get("stage", "compile"),
+            problem=names["problem"],
+            solution=names["solution"],
+            request_id=request_id,
+            error=report.get("error"),
+            messages=report.get("messages"),
+            check=report.get("check"),
+            evidence=report.get("evidence"),
+        )
+        result["backends"] = report.get("backends", [])
+        result["correctness"] = report.get("correctness")
+        result["environment"] = self.environment
+        result["judge"] = {**settings, "guard_enforced": bool(report.get("guard_enforced", False))}
+        candidate = (report.get("timings") or {}).get("candidate")
+        if candidate is not None:
+            t0 = time.perf_counter()
+            base = self._get_baselines(ref, settings)
+            durations["baselines"] = round(time.perf_counter() - t0, 3)
+            result["timings"] = {
+                "comparable": base["comparable"],
+                "unit": "ms",
+                "candidate": candidate,
+                "baselines": base["baselines"],
+            }
+            result["speedups"] = speedups(candidate, base["baselines"], base["comparable"])
+        result["reward_fn"] = settings["reward"]
+        result["reward"] = get_reward(settings["reward"])(result["status"], result["speedups"])
+        durations["total"] = round(time.perf_counter() - started, 3)
+        result["durations_s"] = durations
+        return result
+
+    def _compile_stage(self, request_id, ref, sol, workdir, env, durations) -> dict[str, Any]:
+        timeout = self.config.compile_timeout_s
+        request = CompileRequest(
+            id=request_id, reference=ref, solution=sol, workdir=str(workdir), timeout_s=timeout, env=env
+        )
+        waited = time.perf_counter()
+        with self._compile.acquire() as worker:
+            started = time.perf_counter()
+            durations["queued"] = round(started - waited, 3)
+            try:
+                return worker.call(request, timeout + 60).payload
+            except WorkerFailure as exc:
+                return _failure(exc, "compile", timeout)
+            finally:
+                durations["compile"] = round(time.perf_counter() - started, 3)
+
+    def _run_stage(self, request_id, ref, sol, workdir, env, settings, durations) -> dict[str, Any]:
+        request = EvaluateRequest(
+            id=request_id, reference=ref, solution=sol, workdir=str(workdir), judge=settings, env=env
+        )
+        waited = time.perf_counter()
+        with self._run.acquire() as worker:
+            started = time.perf_counter()
+            durations["queued"] = round(durations.get("queued", 0.0) + started - waited, 3)
+            try:
+                reply = worker.call(request, self.config.run_timeout_s)
+            except WorkerFailure as exc:
+                return _failure(exc, exc.stage or "load", self.config.run_timeout_s)
+            finally:
+                durations["run"] = round(time.perf_counter() - started, 3)
+        payload = reply.payload
+        if payload.get("harness_error"):
+            raise SandboxError(f"the run worker failed on its own: {payload['harness_error']}")
+        if reply.fatal:
+            payload.setdefault("messages", []).append(
+                message(
+                    "note",
+                    f"the device was left unusable ({payload.get('device_error')}); the worker was replaced",
+                )
+            )
+            if payload.get("status") == "correct":  # an asynchronous fault surfaced only after the verdict
+                payload.update(
+                    status=RUNTIME_ERROR, error=f"device error after the run: {payload['device_error']}"
+                )
+        return payload
+
+    def _get_baselines(self, ref: Source, settings: dict[str, Any]) -> dict[str, Any]:
+        modes = tuple(settings["baselines"])
+        key = (source_hash(ref), modes, settings["allow_tf32"], settings["mode"], repr(settings["timing"]))
+        with self._lock:
+            lock = self._baseline_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._baselines:
+                return self._baselines[key]
+            request_id = uuid.uuid4().hex[:12]
+            request = BaselineRequest(
+                id=request_id,
+                reference=ref,
+                modes=list(modes),
+                judge=settings,
+                cache_dir=str(self.cache_dir),
+                workdir=str(self._tmp / f"base-{request_id}"),
+            )
+            try:
+                with self._run.acquire() as worker:
+                    reply = worker.call(request, self.config.baseline_timeout_s)
+            except WorkerFailure as exc:
+                raise SandboxError(
+                    f"baselines of {ref.name}: {exc.detail} (stage {exc.stage})\n{exc.log_tail}"
+                ) from None
+            finally:
+                shutil.rmtree(self._tmp / f"base-{request_id}", ignore_errors=True)
+            payload = reply.payload
+            if payload.get("problem_error") or payload.get("harness_error"):
+                raise SandboxError(
+                    f"baselines of {ref.name}: {payload.get('problem_error') or payload['harness_error']}"
+                )
+            out = {"baselines": payload["baselines"], "comparable": payload["comparable"]}
+            self._baselines[key] = out
+            return out
+
+
+def speedups(candidate: dict, baselines: dict[str, dict], comparable: bool) -> dict[str, float | None]:
+    """t_baseline / t_candidate per baseline mode (medians); None when not comparable or not measured."""
+    out: dict[str, float | None] = {}
+    for mode, base in baselines.items():
+        t0 = base.get("median_ms")
+        out[mode] = t0 / max(candidate["median_ms"], MIN_CANDIDATE_MS) if comparable and t0 else None
+    return out
+
+
+def _failure(exc: WorkerFailure, stage: str, limit: float) -> dict[str, Any]:
+    tail = [message("log", exc.log_tail)] if exc.log_tail else []
+    if exc.kind == "timeout":
+        return {
+            "status": TIMEOUT,
+            "stage": stage,
+            "error": f"{stage} stage {exc.detail} (worker killed)",
+            "messages": tail,
+        }
+    return {
+        "status": RUNTIME_ERROR,
+        "stage": stage,
+        "error": f"{exc.detail} (during {stage})",
+        "messages": tail,
+    }

@@ -1,0 +1,175 @@
+"""Compare a candidate's output with the reference's: type, structure, shape, dtype, device, then values.
+
+Values follow ``torch.allclose`` semantics (``|got - expected| <= atol + rtol * |expected|``, the reference
+being ``expected``), NaN-aware: NaN positions must coincide and infinities must match exactly. A mismatch
+names the first mismatching index, the two values there, the count, and the max abs/rel error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+FLOAT_TOLERANCE_KEYS = ("float32", "float64", "float16", "bfloat16")
+
+
+def compare(
+    expected: Any, got: Any, tolerances: Mapping[str, list[float]], where: str = "output"
+) -> dict | None:
+    """None when ``got`` matches ``expected``; else a JSON-ready dict describing the first difference."""
+    if isinstance(expected, torch.Tensor):
+        return _compare_tensor(expected, got, tolerances, where)
+    if isinstance(expected, list | tuple):
+        if not isinstance(got, list | tuple):
+            return _diff(where, "type", f"expected a {type(expected).__name__}, got {_kind(got)}")
+        if len(got) != len(expected):
+            return _diff(where, "structure", f"expected {len(expected)} outputs, got {len(got)}")
+        for i, (e, g) in enumerate(zip(expected, got)):
+            bad = compare(e, g, tolerances, f"{where}[{i}]")
+            if bad:
+                return bad
+        return None
+    if isinstance(got, torch.Tensor):
+        return _diff(where, "type", f"expected {_kind(expected)}, got a tensor")
+    if isinstance(expected, float) and isinstance(got, int | float):
+        atol, rtol = tolerances.get("float64", [1e-4, 1e-4])
+        ok = (math.isnan(expected) and math.isnan(got)) or abs(got - expected) <= atol + rtol * abs(expected)
+        return None if ok else _diff(where, "values", f"expected {expected!r}, got {got!r}")
+    if expected != got:
+        return _diff(where, "values", f"expected {expected!r}, got {got!r}")
+    return None
+
+
+def _compare_tensor(expected: torch.Tensor, got: Any, tolerances: Mapping[str, list[float]], where: str):
+    if not isinstance(got, torch.Tensor):
+        return _diff(where, "type", f"expected a tensor, got {_kind(got)}")
+    if type(got) is not torch.Tensor and not isinstance(got, torch.nn.Parameter):
+        return _diff(where, "type", f"output must be a plain torch.Tensor, got subclass {type(got).__name__}")
+    if got.shape != expected.shape:
+        return _diff(
+            where,
+            "shape",
+            f"shape {list(got.shape)} != expected {list(expected.shape)}",
+            shape=list(got.shape),
+            expected_shape=list(expected.shape),
+        )
+    if got.dtype != expected.dtype:
+        return _diff(
+            where,
+            "dtype",
+            f"dtype {_dt(got.dtype)} != expected {_dt(expected.dtype)}",
+            dtype=_dt(got.dtype),
+            expected_dtype=_dt(expected.dtype),
+        )
+    if got.device != expected.device:
+        return _diff(where, "device", f"device {got.device} != expected {expected.device}")
+    if got.layout != torch.strided or got.is_meta:
+        return _diff(
+            where, "storage", f"output has layout {got.layout} / meta={got.is_meta}; needs real storage"
+        )
+    if expected.numel() == 0:
+        return None
+    dtype_key = _dt(expected.dtype)
+    if expected.is_floating_point() or expected.is_complex():
+        atol, rtol = tolerances.get(dtype_key, tolerances.get("float32", [1e-4, 1e-4]))
+        return _compare_values(expected, got, float(atol), float(rtol), where, dtype_key)
+    return _compare_values(expected, got, 0.0, 0.0, where, dtype_key)
+
+
+def _compare_values(expected, got, atol: float, rtol: float, where: str, dtype_key: str) -> dict | None:
+    if expected.is_floating_point() or expected.is_complex():
+        work = torch.float64 if expected.dtype in (torch.float64, torch.complex128) else torch.float32
+        if expected.is_complex():  # compare real and imaginary parts (a trailing dimension of 2)
+            expected, got = (
+                torch.view_as_real(expected.resolve_conj()),
+                torch.view_as_real(got.resolve_conj()),
+            )
+        e, g = expected.to(work), got.to(work)
+        bad = ~torch.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+    else:  # integers and bools compare exactly
+        e, g = expected.to(torch.int64), got.to(torch.int64)
+        bad = e != g
+    num_bad = int(bad.sum().item())
+    if num_bad == 0:
+        return None
+    flat = int(torch.argmax(bad.reshape(-1).to(torch.int8)).item())
+    index = _unravel(flat, list(bad.shape))
+    e_nan, g_nan = (torch.isnan(e), torch.isnan(g)) if e.is_floating_point() else (None, None)
+    details = {
+        "num_mismatched": num_bad,
+        "numel": bad.numel(),
+        "first_index": index,
+        "expected": _num(e.reshape(-1)[flat].item()),
+        "got": _num(g.reshape(-1)[flat].item()),
+        "atol": atol,
+        "rtol": rtol,
+        "dtype": dtype_key,
+    }
+    if e_nan is not None:
+        finite = torch.isfinite(e) & torch.isfinite(g)
+        diff = torch.where(finite, (g - e).abs(), torch.zeros_like(e))
+        rel = diff / e.abs().clamp_min(torch.finfo(e.dtype).tiny)
+        details.update(
+            max_abs_error=_num(diff.max().item()),
+            max_rel_error=_num(torch.where(finite, rel, torch.zeros_like(rel)).max().item()),
+            nan_positions_differ=int((e_nan ^ g_nan).sum().item()),
+            inf_mismatched=int(((torch.isinf(e) | torch.isinf(g)) & bad).sum().item()),
+        )
+    text = (
+        f"{num_bad}/{bad.numel()} values differ; first at index {index}: expected {details['expected']}, "
+        f"got {details['got']}"
+    )
+    if "max_abs_error" in details:
+        text += (
+            f"; max abs error {details['max_abs_error']:.3g}, max rel error {details['max_rel_error']:.3g}"
+        )
+        if details["nan_positions_differ"]:
+            text += f"; NaN positions differ at {details['nan_positions_differ']} places"
+    text += f" (atol={atol:g}, rtol={rtol:g})"
+    return _diff(where, "values", text, **details)
+
+
+def max_errors(expected: Any, got: Any) -> tuple[float, float]:
+    """Max abs and rel error over all floating outputs (for the record of a correct trial)."""
+    if isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor) and expected.is_floating_point():
+        if expected.numel() == 0 or expected.shape != got.shape:
+            return 0.0, 0.0
+        work = torch.float64 if expected.dtype == torch.float64 else torch.float32
+        e, g = expected.to(work), got.to(work)
+        finite = torch.isfinite(e) & torch.isfinite(g)
+        diff = torch.where(finite, (g - e).abs(), torch.zeros_like(e))
+        rel = torch.where(finite, diff / e.abs().clamp_min(torch.finfo(work).tiny), torch.zeros_like(e))
+        return float(diff.max().item()), float(rel.max().item())
+    if isinstance(expected, list | tuple) and isinstance(got, list | tuple):
+        pairs = [max_errors(e, g) for e, g in zip(expected, got)]
+        return (max((p[0] for p in pairs), default=0.0), max((p[1] for p in pairs), default=0.0))
+    return 0.0, 0.0
+
+
+def _unravel(flat: int, shape: list[int]) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return list(reversed(index))
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # JSON has no NaN/Inf: keep them readable
+    return v
+
+
+def _dt(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _kind(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _diff(where: str, reason: str, text: str, **details: Any) -> dict:
+    return {"where": where, "reason": reason, "text": f"{where}: {text}", **details}

@@ -1,0 +1,125 @@
+"""Judge protocols by name: how correctness is checked (weight sync, train/eval, trials, tolerances, order).
+
+``kernelbench`` follows ScalingIntelligence/KernelBench (seed replay, train mode, fp32 atol=rtol=1e-4, half
+1e-2); ``cuda_agent`` follows CUDA Agent's verifier (state_dict copy, eval mode, 1e-2). ``resolve`` merges a
+protocol, a policy and a ``JudgeConfig`` into the plain dict that travels to the worker and into the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import JudgeConfig
+from .policies import get_policy
+
+WEIGHT_SYNCS = ("seed", "state_dict", "auto")
+MODES = ("train", "eval")
+ORDERS = ("reference_first", "candidate_first")
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")  # other dtypes (int, bool) compare exactly
+BASELINE_MODES = ("eager", "compile", "max-autotune")
+
+
+@dataclass(frozen=True)
+class JudgeProtocol:
+    name: str
+    description: str
+    weight_sync: (
+        str  # seed: seed replay before each constructor; state_dict: copy; auto: state_dict if names match
+    )
+    mode: str
+    num_trials: int = 5
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (atol, rtol)
+    default_tolerance: tuple[float, float] = (1e-4, 1e-4)  # float dtypes not listed
+    order: str = "reference_first"
+
+
+PROTOCOLS: dict[str, JudgeProtocol] = {}
+
+
+def register_protocol(protocol: JudgeProtocol) -> JudgeProtocol:
+    PROTOCOLS[protocol.name] = protocol
+    return protocol
+
+
+register_protocol(
+    JudgeProtocol(
+        name="kernelbench",
+        description="KernelBench: seed replay, train mode, fp32 atol=rtol=1e-4, fp16/bf16 1e-2",
+        weight_sync="seed",
+        mode="train",
+        tolerances={"float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
+        default_tolerance=(1e-4, 1e-4),
+    )
+)
+register_protocol(
+    JudgeProtocol(
+        name="cuda_agent",
+        description="CUDA Agent: state_dict copy (seed replay when names differ), eval mode, atol=rtol=1e-2",
+        weight_sync="auto",
+        mode="eval",
+        default_tolerance=(1e-2, 1e-2),
+    )
+)
+
+
+def get_protocol(name: str) -> JudgeProtocol:
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown judge protocol {name!r}; known: {sorted(PROTOCOLS)}")
+    return PROTOCOLS[name]
+
+
+def resolve(judge: JudgeConfig, device: str) -> dict[str, Any]:
+    """The complete judge settings for one request (also recorded in every result under ``judge``)."""
+    from .rewards import get_reward
+
+    protocol = get_protocol(judge.protocol)
+    policy = get_policy(judge.policy)
+    get_reward(judge.reward)  # unknown names fail here, before any work
+    tolerances = {dt: list(protocol.tolerances.get(dt, protocol.default_tolerance)) for dt in FLOAT_DTYPES}
+    if (
+        policy.fp32_tolerance_floor is not None
+    ):  # a precision downgrade the policy allows needs a matching tolerance
+        floor = policy.fp32_tolerance_floor
+        tolerances["float32"] = [max(floor, t) for t in tolerances["float32"]]
+    for dt, (atol, rtol) in tolerances.items():
+        tolerances[dt] = [
+            judge.atol if judge.atol is not None else atol,
+            judge.rtol if judge.rtol is not None else rtol,
+        ]
+    settings = {
+        "protocol": protocol.name,
+        "policy": policy.name,
+        "reward": judge.reward,
+        "num_trials": judge.num_trials if judge.num_trials is not None else protocol.num_trials,
+        "weight_sync": judge.weight_sync or protocol.weight_sync,
+        "mode": judge.mode or protocol.mode,
+        "order": judge.order or protocol.order,
+        "tolerances": tolerances,
+        "input_family": judge.input_family,
+        "time_candidate": judge.time_candidate,
+        "baselines": list(judge.baselines),
+        "timing": dataclasses.asdict(judge.timing),
+        "allow_tf32": policy.allow_tf32,
+        "device": device,
+    }
+    _check(settings)
+    return settings
+
+
+def _check(s: dict[str, Any]) -> None:
+    if s["weight_sync"] not in WEIGHT_SYNCS:
+        raise ValueError(f"weight_sync {s['weight_sync']!r} is not one of {WEIGHT_SYNCS}")
+    if s["mode"] not in MODES:
+        raise ValueError(f"mode {s['mode']!r} is not one of {MODES}")
+    if s["order"] not in ORDERS:
+        raise ValueError(f"order {s['order']!r} is not one of {ORDERS}")
+    if s["num_trials"] < 1:
+        raise ValueError(f"num_trials must be >= 1, got {s['num_trials']}")
+    bad = [m for m in s["baselines"] if m not in BASELINE_MODES]
+    if bad:
+        raise ValueError(f"unknown baseline modes {bad}; known: {BASELINE_MODES}")
+    t = s["timing"]
+    if not (1 <= t["min_iters"] <= t["max_iters"]) or t["num_input_sets"] < 1 or t["warmup_iters"] < 0:
+        raise ValueError(f"inconsistent timing settings {t}")

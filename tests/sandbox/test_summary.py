@@ -1,0 +1,81 @@
+"""Summary math against a hand-computed example (KernelBench's fast_p: share of ALL problems)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels_env.summary import format_summary, plot, summarize
+
+
+def r(problem, solution, status, eager=None, compile_=None, comparable=True):
+    return {
+        "problem": problem,
+        "solution": solution,
+        "status": status,
+        "speedups": {"eager": eager, "compile": compile_} if status == "correct" else {},
+        "timings": {"comparable": comparable},
+        "reward": 1.0 if status == "correct" else -1.0,
+    }
+
+
+RESULTS = [
+    r("A", "A.py", "correct", 2.5, 1.2),
+    r("B", "B.py", "correct", 1.2, 0.8),
+    r("C", "C.py", "incorrect"),
+    r("D", "D__1.py", "correct", 1.6, 1.04),
+    r("D", "D__2.py", "compile_error"),
+]
+PROBLEMS = ["A", "B", "C", "D", "E"]  # E has no solution: a failure
+
+
+def test_fast_p_hand_computed():
+    s = summarize(RESULTS, PROBLEMS)
+    assert s["num_problems"] == 5 and s["problems_without_solution"] == ["E"]
+    # per problem: mean over its solutions; D counts (1 + 0) / 2
+    assert s["fast_p"]["eager"] == pytest.approx({"0": 2.5 / 5, "1": 2.5 / 5, "1.5": 1.5 / 5, "2": 1 / 5})
+    assert s["fast_p"]["compile"] == pytest.approx({"0": 2.5 / 5, "1": 1.5 / 5, "1.5": 0.0, "2": 0.0})
+    assert s["fast_p_best_of"]["eager"] == pytest.approx({"0": 3 / 5, "1": 3 / 5, "1.5": 2 / 5, "2": 1 / 5})
+    # faster = more than 5% faster: compile 1.04x is not, 1.2x is
+    assert s["faster_than"]["eager"] == pytest.approx(2.5 / 5)
+    assert s["faster_than"]["compile"] == pytest.approx(1 / 5)
+    assert s["geomean_speedup"]["eager"] == pytest.approx((2.5 * 1.2 * 1.6) ** (1 / 3))
+    assert s["median_speedup"]["eager"] == pytest.approx(1.6)
+    assert s["status_counts"] == {"correct": 3, "incorrect": 1, "compile_error": 1}
+    text = format_summary(s)
+    assert "fast_1.5" in text and "eager" in text and "50.0%" in text
+
+
+def test_cpu_mode_summary_has_correctness_only(tmp_path):
+    results = [
+        r("A", "A.py", "correct", comparable=False),
+        r("B", "B.py", "runtime_error", comparable=False),
+        {**r("C", "C.py", "not_run", comparable=False), "reward": None},
+    ]
+    s = summarize(results, ["A", "B", "C"])
+    assert s["fast_p"]["eager"]["0"] == pytest.approx(1 / 2)  # C is not_run: unverified, left out
+    assert s["fast_p"]["eager"]["1"] is None and s["faster_than"]["eager"] is None
+    assert s["comparable"] is False and s["mean_reward"] == 0.0
+    assert "not comparable" in format_summary(s)
+    assert (tmp_path / "p.png").exists() is False
+    plot(results, s, str(tmp_path / "p.png"))
+    assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_speedup_plot(tmp_path):
+    s = summarize(RESULTS, PROBLEMS)
+    plot(RESULTS, s, str(tmp_path / "s.png"))
+    assert (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_not_run_results_are_left_out():
+    results = [
+        r("A", "A.py", "correct", comparable=False),
+        {**r("A", "A__cuda.py", "not_run"), "reward": None},
+        {**r("B", "B.py", "not_run"), "reward": None},
+        r("C", "C.py", "incorrect", comparable=False),
+    ]
+    s = summarize(results, ["A", "B", "C"])
+    assert s["problems_unverified"] == ["B"] and s["num_problems"] == 2
+    assert s["fast_p"]["eager"]["0"] == pytest.approx(1 / 2)  # A (its verified solution) correct, C not
+    assert s["status_counts"]["not_run"] == 2 and s["num_solutions"] == 4
+    assert "not_run:  2" in format_summary(s)
