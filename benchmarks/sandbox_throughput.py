@@ -579,6 +579,10 @@ def _concurrent_phase(evaluate, tasks, work, deadline, concurrency) -> dict:
     return {"concurrency": concurrency, "wall_s": time.perf_counter() - start, "records": recs}
 
 
+def _judged(records: list[dict]) -> int:
+    return sum(r.get("status") == "correct" for r in records)
+
+
 def summarize_e2e(out: dict) -> dict:
     if not out.get("available"):
         return out
@@ -587,12 +591,14 @@ def summarize_e2e(out: dict) -> dict:
     summary: dict = {"candidates": len(seq), "statuses": {}}
     for r in seq:
         summary["statuses"][str(r.get("status"))] = summary["statuses"].get(str(r.get("status")), 0) + 1
-    if seq and out.get("sequential_wall_s"):
-        summary["seconds_per_candidate"] = stats([r["seconds"] for r in seq])
-        summary["candidates_per_hour_sequential"] = 3600 * len(seq) / out["sequential_wall_s"]
+    # Only candidates that got a real verdict count as evaluated; every benchmark solution is correct, so
+    # anything else is a failure of the run and must not inflate the rate.
+    if ok and out.get("sequential_wall_s"):
+        summary["seconds_per_candidate"] = stats([r["seconds"] for r in ok])
+        summary["candidates_per_hour_sequential"] = 3600 * _judged(ok) / out["sequential_wall_s"]
     conc = out.get("concurrent")
     if conc and conc.get("records"):
-        summary["candidates_per_hour_concurrent"] = 3600 * len(conc["records"]) / conc["wall_s"]
+        summary["candidates_per_hour_concurrent"] = 3600 * _judged(conc["records"]) / conc["wall_s"]
     rates = [summary.get(k) for k in ("candidates_per_hour_sequential", "candidates_per_hour_concurrent")]
     summary["candidates_per_hour"] = max((r for r in rates if r), default=None)
     spreads = [s for r in ok for s in r.get("spreads", []) if s["median_ms"] > TARGETS["spread_min_ms"]]

@@ -157,6 +157,15 @@ def test_report_from_parts(tmp_path):
     md = results["markdown"]
     assert "| 01_relu |" in md and ">= 20x" in md and "83.3x" in md
     assert results["environment"]["date"] and "python" in results["environment"]
+    failed = bench.summarize_e2e(
+        {
+            "available": True,
+            "sequential": [{"task": "01_relu", "seconds": 0.0, "status": "benchmark_error"}] * 50
+            + [{"task": "01_relu", "seconds": 1.0, "status": "incorrect"}],
+            "sequential_wall_s": 1.0,
+        }
+    )
+    assert failed["candidates_per_hour"] is None, "failed evaluations must not count as throughput"
     rerendered = bench.markdown(results)
     assert rerendered == md
     bench.plot(results, str(tmp_path / "compile.png"))
