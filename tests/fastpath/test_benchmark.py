@@ -165,7 +165,7 @@ def test_report_from_parts(tmp_path):
             "sequential_wall_s": 1.0,
         }
     )
-    assert failed["candidates_per_hour"] is None, "failed evaluations must not count as throughput"
+    assert failed["summary"]["candidates_per_hour"] is None, "failed evaluations must not count as throughput"
     rerendered = bench.markdown(results)
     assert rerendered == md
     bench.plot(results, str(tmp_path / "compile.png"))
