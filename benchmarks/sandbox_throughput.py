@@ -475,7 +475,6 @@ def make_candidate(task: str, nonce: str, directory: Path) -> Path:
 def step_e2e(args) -> dict:
     try:
         from kernels_env.client import SandboxClient
-
         from kernels_env.config import JudgeConfig, SandboxConfig
     except Exception as exc:  # the sandbox is built in parallel; the compile numbers stand without it
         log(f"sandbox client not available ({type(exc).__name__}: {exc}); end-to-end step skipped")
