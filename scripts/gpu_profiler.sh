@@ -88,6 +88,10 @@ timeout 120 $PY -m pytest -q -p no:cacheprovider tests/tools/test_ncu_and_bottle
 RC[real_parsers]=$?
 rm -rf tests/tools/fixtures/real
 
+if [ "${PROFILER_STEPS:-all}" = capture ]; then  # a short run that only brings the real outputs back
+  echo "PROFILER_STEPS=capture: stopping after the fixtures"; rm -rf "$WORK"; exit 0
+fi
+
 step "2. gpu tests"
 timeout 240 $PY -m pytest -q -p no:cacheprovider -m gpu tests/tools -s -rA 2>&1 | tail -80
 RC[gpu_tests]=$?
