@@ -47,7 +47,8 @@ def make_candidate(cfg: SynthesisConfig, bucket: str, j: int) -> Candidate:
     # Checks at real size with only the batch sliced when that is cheap, else at proxy size everywhere.
     sliced = compose(words, bucket, cfg.mix, PROXY_BATCH)
     work = sum(max(c.flops, c.bytes / 4) for c in sliced.ctx.costs) / 1e6
-    if work <= f.real_size_budget_mflop and batch is not None:
+    # half precision is emulated on most CPUs (slow), so only float32 tasks are checked at real size
+    if work <= f.real_size_budget_mflop and batch is not None and prog.dtype == "float32":
         mode, overrides, expect = "sliced", {batch: PROXY_BATCH}, [d.real for d in sliced.out.shape]
     else:
         overrides = {c.name: c.proxy for c in ctx.consts.values() if c.proxy != c.real}

@@ -177,9 +177,9 @@ def check_task(payload: dict) -> dict:
             gen = torch.Generator().manual_seed(seed + 2000)
             with torch.no_grad():
                 for p in perturbed.parameters():
-                    scale = float(p.float().std()) if p.numel() > 1 else 0.0
-                    noise = torch.randn(p.shape, generator=gen).to(p.dtype)
-                    p.add_(noise * max(scale, 0.1))
+                    pf = p.float()
+                    scale = max(float(pf.std()) if p.numel() > 1 else 0.0, float(pf.abs().mean()), 0.5)
+                    p.add_((torch.randn(p.shape, generator=gen) * scale).to(p.dtype))
             if _close(out, _stage("eager_error", run, perturbed, inputs), tol):
                 raise _Fail("weight_insensitive", "perturbed parameters leave the output unchanged")
 

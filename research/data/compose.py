@@ -115,7 +115,8 @@ def compose(seed_words: list[int], bucket: str, mix: MixConfig, batch: int) -> P
         first = blocks[int(rng.integers(len(blocks)))]
     else:
         n_ops = int(bucket)
-        heads = [op for op in regular if n_ops == 1 or not op.terminal]
+        # the first op sees fresh inputs (any sign): value-domain ops (log, sqrt) only come later
+        heads = [op for op in regular if (n_ops == 1 or not op.terminal) and op.needs_sign == "any"]
         category = _weighted(rng, mix.first_category_weights, {op.category for op in heads})
         options = [op for op in heads if op.category == category]
         first = options[int(rng.integers(len(options)))]
