@@ -58,9 +58,7 @@ class FilterConfig:
     tolerance: float = 1e-2  # outputs within atol=rtol=tolerance count as indistinguishable
     compile_backend: str = "aot_eager"  # checked on every task: none | eager | aot_eager | inductor
     inductor_fraction: float = 0.03  # deterministic share of tasks also checked with full inductor
-    real_size_budget_mflop: float = (
-        100.0  # run checks at real size (batch sliced) when this cheap, else proxy
-    )
+    real_size_budget_mflop: float = 30.0  # checks at real size (batch sliced) when this cheap, else proxy
     timeout_s: float = 180.0  # per task, all checks
     dedup: bool = True
     decontam_dir: str | None = None  # eval problems (e.g. a KernelBench checkout); None: not run

@@ -14,6 +14,7 @@ import importlib
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from multiprocessing.connection import Connection, wait
@@ -24,6 +25,14 @@ from typing import Any
 def _worker_main(read_fd: int, write_fd: int, target: str) -> None:
     """Entry point of a worker process (``python -m research.data.pool R W module:function``)."""
     conn_in, conn_out = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+    parent = os.getppid()
+
+    def orphan_watch() -> None:  # a worker never outlives its pool, even in the middle of a long task
+        while os.getppid() == parent:
+            time.sleep(2.0)
+        os._exit(3)
+
+    threading.Thread(target=orphan_watch, daemon=True).start()
     module, fn_name = target.split(":")
     fn = getattr(importlib.import_module(module), fn_name)
     while True:
