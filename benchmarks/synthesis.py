@@ -13,6 +13,7 @@ gpu: synthesize N tasks on the GPU machine (CPU filters), then run the GPU runti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import inspect
@@ -28,10 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from research.data import SandboxTimer, SynthesisConfig, synthesize  # noqa: E402
-from research.data.config import (
-    FilterConfig,  # noqa: E402
-    GpuFilterConfig,  # noqa: E402
-)
+from research.data.config import FilterConfig, GpuFilterConfig  # noqa: E402
 from research.data.gpu_filter import DirectTimer  # noqa: E402
 from research.data.records import read_jsonl  # noqa: E402
 
@@ -64,9 +62,9 @@ def _driver() -> str | None:
 
 
 def run_cpu(args) -> dict:
-    cfg = SynthesisConfig(num_tasks=args.num_tasks, out_dir=args.out_dir, seed=args.seed, workers=args.workers,
-                          progress=not args.no_progress,
-                          filters=FilterConfig(decontam_dir=args.eval_dir))  # fmt: skip
+    filters = FilterConfig(decontam_dir=args.eval_dir)
+    cfg = SynthesisConfig(num_tasks=args.num_tasks, out_dir=args.out_dir, seed=args.seed,
+                          workers=args.workers, progress=not args.no_progress, filters=filters)  # fmt: skip
     resumed = (Path(args.out_dir) / "candidates.jsonl").exists()
     t0 = time.monotonic()
     manifest = synthesize(cfg)
@@ -103,14 +101,16 @@ def write_note(r: dict, path: Path) -> None:
     path.write_text(f"""# Synthesis benchmark (CPU filters)
 
 {e["date"]}, {e["cpus"]} CPU cores ({e["platform"]}), Python {e["python"]}, torch {e.get("torch")}.
-Command: `python benchmarks/synthesis.py cpu --num-tasks {r["config"]["num_tasks"]} --workers {r["config"]["workers"]}`
+Command: `python benchmarks/synthesis.py cpu --num-tasks {r["config"]["num_tasks"]} \
+--workers {r["config"]["workers"]}`
 (default filters; decontamination against `{r["config"]["filters"]["decontam_dir"]}`).
 
 - {r["num_tasks"]} tasks kept from {r["candidates"]} candidates in {r["wall_s"] / 60:.1f} min wall
   ({r["tasks_per_hour"]} tasks/hour{", resumed run: wall covers the last part only" if r["resumed"] else ""}).
 - Check CPU seconds by stage: {r["check_seconds"]}.
 - torch.compile: `{r["compile_check"]["backend_all_tasks"]}` on every task; inductor on
-  {r["compile_check"]["inductor_checked_this_run"]} tasks ({r["compile_check"]["inductor_failed_this_run"]} failed).
+  {r["compile_check"]["inductor_checked_this_run"]} tasks
+  ({r["compile_check"]["inductor_failed_this_run"]} failed).
 - Counts: ops per task {r["counts"]["num_ops"]}; levels {r["counts"]["level"]}; splits {r["counts"]["split"]};
   dtypes {r["counts"]["dtype"]}; check sizes {r["counts"]["check_mode"]}.
 
@@ -198,13 +198,18 @@ def run_gpu(args) -> dict:
     result = {"benchmark": "synthesis_gpu", "environment": environment(), "steps": {}}
     log(f"environment {result['environment']}")
     t0 = time.monotonic()
-    cfg = SynthesisConfig(num_tasks=args.num_tasks, out_dir=args.out_dir, seed=args.seed, workers=args.workers,
-                          progress=False, filters=FilterConfig(inductor_fraction=0.0))  # fmt: skip
+    filters = FilterConfig(inductor_fraction=0.0)
+    cfg = SynthesisConfig(num_tasks=args.num_tasks, out_dir=args.out_dir, seed=args.seed,
+                          workers=args.workers, progress=False, filters=filters)  # fmt: skip
     try:
         manifest = synthesize(cfg)
-        result["steps"]["synthesize"] = {"ok": True, "wall_s": round(time.monotonic() - t0, 1),
-                                         "num_tasks": manifest["num_tasks"], "candidates": manifest["candidates"],
-                                         "drop_reasons": manifest["drop_reasons"]}  # fmt: skip
+        result["steps"]["synthesize"] = {
+            "ok": True,
+            "wall_s": round(time.monotonic() - t0, 1),
+            "num_tasks": manifest["num_tasks"],
+            "candidates": manifest["candidates"],
+            "drop_reasons": manifest["drop_reasons"],
+        }
     except Exception as exc:
         result["steps"]["synthesize"] = {"ok": False, "error": repr(exc)}
         write(result, args.results)
@@ -223,10 +228,8 @@ def run_gpu(args) -> dict:
             result["steps"]["sandbox_timer"] = {"error": repr(exc)}
             log(f"sandbox timer failed: {exc!r}")
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 cm.__exit__(None, None, None)
-            except Exception:
-                pass
         write(result, args.results)
     direct = DirectTimer(GpuFilterConfig(timer="direct", timeout_s=120))
     try:

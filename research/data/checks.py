@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import copy
+import re
 import time
 import traceback
 import types
@@ -114,6 +115,8 @@ def _stage(reason: str, fn, *args):
         raise
     except Exception as exc:  # the task's own error: a drop reason, never a crash of the worker
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        if re.search(r"not implemented for '(BFloat16|Half)'", tb):
+            reason = "cpu_dtype_unsupported"  # a CPU kernel gap (CUDA has it): not the task's fault
         raise _Fail(reason, tb[:500]) from None
 
 

@@ -199,6 +199,8 @@ def synthesize(cfg: SynthesisConfig, *, timer: Timer | None = None, stop_after: 
     )
     log_path = out / "workers.log"
     try:
+        if not any(need(b) > 0 for b in BUCKETS):  # finished already: export only, no workers
+            return _export(cfg, out, state, quota, evals, stats, time.monotonic() - t_start)
         target = "research.data.checks:check_task"
         with WorkerPool(target, workers, f.timeout_s, log_path=str(log_path)) as pool, \
                 (out / "candidates.jsonl").open("a") as fh:  # fmt: skip

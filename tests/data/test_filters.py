@@ -13,7 +13,9 @@ from research.data.pool import WorkerPool
 from research.data.records import TaskRecord
 
 
-def task(forward: str, init: str = "pass", inputs: str = "[torch.randn(batch_size, dim)]", extra: str = "") -> str:
+def task(
+    forward: str, init: str = "pass", inputs: str = "[torch.randn(batch_size, dim)]", extra: str = ""
+) -> str:
     return textwrap.dedent(f"""\
         import torch
         import torch.nn as nn
@@ -65,17 +67,38 @@ def test_good_task_passes_every_check_including_compile():
         (task("return F.dropout(x, p=0.5, training=True)"), "nondeterministic"),
         (task("return x + torch.randn_like(x)"), "nondeterministic"),
         (task("return x.mean() * 1e-3 + torch.ones_like(x).cumsum(-1)"), "input_insensitive"),
-        (task("return torch.tanh(x) + 0 * y", inputs="[torch.randn(batch_size, dim), torch.randn(batch_size, dim)]")
-         .replace("forward(self, x, *rest)", "forward(self, x, y)"), "input_insensitive"),
-        (task("return torch.tanh(x) + 0.0 * self.fc(x)", init="self.fc = nn.Linear(dim, dim)"), "weight_insensitive"),
+        (
+            task(
+                "return torch.tanh(x) + 0 * y",
+                inputs="[torch.randn(batch_size, dim), torch.randn(batch_size, dim)]",
+            ).replace("forward(self, x, *rest)", "forward(self, x, y)"),
+            "input_insensitive",
+        ),
+        (
+            task("return torch.tanh(x) + 0.0 * self.fc(x)", init="self.fc = nn.Linear(dim, dim)"),
+            "weight_insensitive",
+        ),
         (task("return torch.log(x)"), "nonfinite"),
         (task("return x[:, :3]"), "shape_mismatch"),
         (task("return x @ torch.ones(3, 3)"), "eager_error"),
         (task("return x +"), "invalid_source"),
         (task("return x", init="raise RuntimeError('boom')"), "init_error"),
     ],
-    ids=["zero", "ones", "zeros-pass", "dropout", "randn", "mean", "unused-input", "unused-weight", "log",
-         "shape", "crash", "syntax", "init"],
+    ids=[
+        "zero",
+        "ones",
+        "zeros-pass",
+        "dropout",
+        "randn",
+        "mean",
+        "unused-input",
+        "unused-weight",
+        "log",
+        "shape",
+        "crash",
+        "syntax",
+        "init",
+    ],
 )
 def test_planted_bad_tasks_are_rejected(source, reason):
     res = run(source, expect_shape=[8, 64])
@@ -117,7 +140,7 @@ def test_pool_survives_hangs_and_crashes():
         "good2": {"source": GOOD, "expect_shape": [8, 32], "compile_backend": "none"},
     }
     results = {}
-    with WorkerPool("research.data.checks:check_task", 2, timeout_s=15) as pool:
+    with WorkerPool("research.data.checks:check_task", 2, timeout_s=8) as pool:
         for k, p in payloads.items():
             pool.submit(k, p)
         while len(results) < len(payloads):
@@ -172,7 +195,10 @@ def test_near_copy_of_an_eval_problem_is_found(eval_dir):
     assert len(index) == 6  # the README is not a problem
     name, score = index.nearest(NEAR_COPY)
     assert name.endswith("1_Conv2d_GELU_ChannelBias.py") and score > 0.9
-    assert similarity(NEAR_COPY, (eval_dir / "KernelBench/level2/1_Conv2d_GELU_ChannelBias.py").read_text()) == score
+    assert (
+        similarity(NEAR_COPY, (eval_dir / "KernelBench/level2/1_Conv2d_GELU_ChannelBias.py").read_text())
+        == score
+    )
     _, unrelated = index.nearest(GOOD)
     assert unrelated < 0.9
 
@@ -181,8 +207,10 @@ def test_nearest_is_exact_despite_pruning(eval_dir):
     index = EvalIndex.from_dir(eval_dir)
     for src in (NEAR_COPY, GOOD):
         name, score = index.nearest(src)
-        brute = max((similarity(src, (eval_dir / "KernelBench" / n.split("KernelBench/")[-1]).read_text()), n)
-                    for n in index.names)
+        brute = max(
+            (similarity(src, (eval_dir / "KernelBench" / n.split("KernelBench/")[-1]).read_text()), n)
+            for n in index.names
+        )
         assert (score, name) == pytest.approx(brute) or score == pytest.approx(brute[0])
 
 
@@ -205,12 +233,15 @@ class FakeClient:
         self.calls.append(reference)
         if self.ms is None:
             raise RuntimeError("worker died")
-        return {"timings": {"eager": {"median_ms": self.ms}, "compile": {"median_ms": self.ms / 2}},
-                "environment": {"gpu": "NVIDIA H200"}}
+        return {
+            "timings": {"eager": {"median_ms": self.ms}, "compile": {"median_ms": self.ms / 2}},
+            "environment": {"gpu": "NVIDIA H200"},
+        }
 
 
-@pytest.mark.parametrize(("ms", "reason"), [(0.2, "runtime_window"), (250.0, "runtime_window"), (5.0, None),
-                                            (None, "gpu_error")])
+@pytest.mark.parametrize(
+    ("ms", "reason"), [(0.2, "runtime_window"), (250.0, "runtime_window"), (5.0, None), (None, "gpu_error")]
+)
 def test_gpu_window_through_the_sandbox_client(ms, reason):
     rec = TaskRecord(id="t", source=GOOD)
     client = FakeClient(ms)

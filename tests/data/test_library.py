@@ -1,4 +1,4 @@
-"""The seed operator library: size, categories, and every op builds, renders, runs and keeps its shape rule."""
+"""The seed operator library: size, categories; every op builds, renders, runs and keeps its shape rule."""
 
 from __future__ import annotations
 
@@ -38,9 +38,13 @@ def test_every_op_runs_and_matches_its_shape_rule(name):
     res = check_task(payload)
     # The op must execute and produce exactly the shape its rule declared; value-level filters (a constant
     # or insensitive output for this particular draw) are allowed here, errors and shape mismatches are not.
-    assert res["reason"] not in {"invalid_source", "init_error", "eager_error", "shape_mismatch", "nondeterministic"}, (
-        f"{name}: {res['reason']}: {res['detail']}\n{payload['source']}"
-    )
+    assert res["reason"] not in {
+        "invalid_source",
+        "init_error",
+        "eager_error",
+        "shape_mismatch",
+        "nondeterministic",
+    }, f"{name}: {res['reason']}: {res['detail']}\n{payload['source']}"
 
 
 @pytest.mark.parametrize("name", ["linear", "conv2d", "layer_norm", "sdpa", "swiglu_mlp", "cumsum", "gather"])

@@ -10,7 +10,7 @@ from ._core import FLOAT_LAYOUTS, ROW, SEQ, VEC, Ctx, Op, TensorState
 from ._helpers import done
 
 
-def _pointwise(name: str, call: str, desc: str, gen: str = "randn", params=None) -> Op:
+def _pointwise(name: str, call: str, desc: str, gen: str = "randn", params=None, **op_kw) -> Op:
     def build(ctx: Ctx, t: TensorState) -> TensorState:
         target = ctx.input("target", t.shape, gen=gen)
         kw = {k: ctx.choice(v) for k, v in (params or {}).items()}
@@ -18,7 +18,7 @@ def _pointwise(name: str, call: str, desc: str, gen: str = "randn", params=None)
         ctx.mem_cost(t.numel(), t.numel(), t.numel(), flops_per=4)
         return done(ctx, t, name, desc, sign="any", bounded=False)
 
-    return Op(name, "loss", FLOAT_LAYOUTS, build, desc=desc)
+    return Op(name, "loss", FLOAT_LAYOUTS, build, desc=desc, **op_kw)
 
 
 def _cross_entropy(nll: bool):
@@ -109,7 +109,13 @@ OPS = [
         "hinge embedding loss",
         gen="sign",
     ),
-    _pointwise("poisson_nll_loss", "F.poisson_nll_loss({x}, {target}" + NONE, "Poisson NLL loss", gen="rand"),
+    _pointwise(
+        "poisson_nll_loss",
+        "F.poisson_nll_loss({x}, {target}" + NONE,
+        "Poisson NLL loss",
+        gen="rand",
+        needs_bounded=True,
+    ),  # exp(input) inside
     Op("cross_entropy", "loss", frozenset({VEC}), _cross_entropy(False), desc="CE"),
     Op("nll_loss", "loss", frozenset({VEC}), _cross_entropy(True), desc="NLL"),
     Op("kl_div", "loss", frozenset({VEC, SEQ}), _kl_div, desc="KL"),
