@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 
-def _worker_main(read_fd: int, write_fd: int, target: str) -> None:
+def _worker_main(read_fd: int, write_fd: int, target: str, preload: str = "") -> None:
     """Entry point of a worker process (``python -m research.data.pool R W module:function``)."""
     conn_in, conn_out = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     parent = os.getppid()
@@ -35,6 +35,9 @@ def _worker_main(read_fd: int, write_fd: int, target: str) -> None:
     threading.Thread(target=orphan_watch, daemon=True).start()
     module, fn_name = target.split(":")
     fn = getattr(importlib.import_module(module), fn_name)
+    for name in filter(None, preload.split(",")):
+        importlib.import_module(name)
+    conn_out.send((_READY, None))  # task timeouts start after this, never during interpreter start-up
     while True:
         try:
             msg = conn_in.recv()
@@ -50,16 +53,27 @@ def _worker_main(read_fd: int, write_fd: int, target: str) -> None:
         conn_out.send((key, result))
 
 
+_READY = "__worker_ready__"
+
+
 class _Worker:
     """A fresh interpreter (not multiprocessing's spawn: that re-imports the caller's ``__main__``, which
     breaks unguarded scripts) speaking pickled messages over two pipes."""
 
-    def __init__(self, target: str, env: dict[str, str], log):
+    def __init__(self, target: str, env: dict[str, str], log, preload: str = ""):
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        cmd = [sys.executable, "-m", "research.data.pool", str(to_child_r), str(from_child_w), target]
+        cmd = [
+            sys.executable,
+            "-m",
+            "research.data.pool",
+            str(to_child_r),
+            str(from_child_w),
+            target,
+            preload,
+        ]
         self.proc = subprocess.Popen(
             cmd,
             pass_fds=(to_child_r, from_child_w),
@@ -73,6 +87,7 @@ class _Worker:
         self.send_conn = Connection(to_child_w, readable=False)
         self.conn = Connection(from_child_r, writable=False)
         self.key: Any = None
+        self.ready = False
         self.started = 0.0
         self.done = 0
 
@@ -97,11 +112,14 @@ class WorkerPool:
         max_tasks: int = 250,
         env: dict[str, str] | None = None,
         log_path: str | None = None,
+        preload: str = "torch",
     ):
         self.target, self.timeout_s, self.max_tasks = target, timeout_s, max_tasks
         self.env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **(env or {})}
         self.log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in close()
-        self.workers = [_Worker(target, self.env, self.log) for _ in range(max(1, workers))]
+        self.preload = preload
+        self.startup_failures = 0
+        self.workers = [_Worker(target, self.env, self.log, preload) for _ in range(max(1, workers))]
         self.queue: deque = deque()
         self.restarts = 0
 
@@ -121,17 +139,17 @@ class WorkerPool:
 
     def _replace(self, i: int) -> None:
         self.workers[i].kill()
-        self.workers[i] = _Worker(self.target, self.env, self.log)
+        self.workers[i] = _Worker(self.target, self.env, self.log, self.preload)
         self.restarts += 1
 
     def _dispatch(self) -> None:
         for i, w in enumerate(self.workers):
             if not self.queue:
                 return
-            if w.key is None:
-                if w.done >= self.max_tasks:
-                    self._replace(i)
-                    w = self.workers[i]
+            if w.key is None and w.done >= self.max_tasks:
+                self._replace(i)
+                w = self.workers[i]
+            if w.key is None and w.ready:
                 key, payload = self.queue.popleft()
                 w.key, w.started = key, time.monotonic()
                 w.send((key, payload))
@@ -139,23 +157,31 @@ class WorkerPool:
     def poll(self, timeout: float = 0.5) -> list[tuple[Any, dict]]:
         """Results finished so far (waits up to ``timeout`` for the first one)."""
         out = []
-        busy = [w for w in self.workers if w.key is not None]
-        ready = wait([w.conn for w in busy], timeout=timeout) if busy else []
+        watched = [w for w in self.workers if w.key is not None or not w.ready]
+        ready = wait([w.conn for w in watched], timeout=timeout) if watched else []
         for i, w in enumerate(self.workers):
-            if w.key is None:
-                continue
             if w.conn in ready:
                 try:
                     key, result = w.conn.recv()
+                except (EOFError, OSError):
+                    if w.key is not None:
+                        detail = f"exit code {w.proc.poll()}"
+                        out.append((w.key, {"ok": False, "reason": "worker_crash", "detail": detail}))
+                    elif not w.ready:
+                        self.startup_failures += 1
+                        if self.startup_failures >= 3:
+                            raise RuntimeError(
+                                f"worker processes for {self.target} die during start-up (exit code "
+                                f"{w.proc.poll()}); see the worker log for the traceback"
+                            ) from None
+                    self._replace(i)
+                    continue
+                if key == _READY:
+                    w.ready = True
+                else:
                     w.key, w.done = None, w.done + 1
                     out.append((key, result))
-                except (EOFError, OSError):
-                    code = w.proc.poll()
-                    out.append(
-                        (w.key, {"ok": False, "reason": "worker_crash", "detail": f"exit code {code}"})
-                    )
-                    self._replace(i)
-            elif time.monotonic() - w.started > self.timeout_s:
+            elif w.key is not None and time.monotonic() - w.started > self.timeout_s:
                 out.append((w.key, {"ok": False, "reason": "timeout", "detail": f"> {self.timeout_s:.0f} s"}))
                 self._replace(i)
         self._dispatch()
@@ -192,4 +218,4 @@ def run_all(target: str, payloads: dict[Any, dict], workers: int, timeout_s: flo
 
 
 if __name__ == "__main__":
-    _worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+    _worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "")
