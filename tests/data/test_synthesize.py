@@ -15,6 +15,7 @@ import pytest
 from research.data.candidates import make_candidate
 from research.data.checks import check_task
 from research.data.config import FilterConfig, MixConfig, SynthesisConfig
+from research.data.gpu_filter import SandboxTimer
 from research.data.ops import LIBRARY, Reject
 from research.data.records import read_jsonl
 from research.data.synthesize import quotas, synthesize
@@ -145,7 +146,19 @@ def test_split_holds_out_whole_categories(full_run):
         assert r.split in ("train", "val", "test")
 
 
-def test_duplicates_are_dropped(tmp_path):
+class FakeSandbox:
+    """Stands in for kernels_env.client.SandboxClient: same ``baseline`` method and result shape."""
+
+    def __init__(self):
+        self.seen = []
+
+    def baseline(self, reference):
+        self.seen.append(reference)
+        ms = 0.5 if len(self.seen) == 1 else 5.0  # the first task falls below the 1 ms window
+        return {"timings": {"eager": {"median_ms": ms}}, "environment": {"gpu": "FakeGPU"}}
+
+
+def test_duplicates_are_dropped_and_gpu_window_applies(tmp_path):
     keep = {"relu"}
     mix = MixConfig(
         op_count_weights=[1.0, 0, 0, 0, 0],
@@ -154,10 +167,14 @@ def test_duplicates_are_dropped(tmp_path):
         exclude_ops=[n for n in LIBRARY if n not in keep],
     )
     cfg = dataclasses.replace(small_cfg(tmp_path / "d"), num_tasks=4, mix=mix)
-    manifest = synthesize(cfg)
+    sandbox = FakeSandbox()
+    manifest = synthesize(cfg, timer=SandboxTimer(sandbox))
     recs = read_jsonl(tmp_path / "d" / "tasks.jsonl")
     assert len({r.signature for r in recs}) == len(recs) == 4
     assert manifest["drop_reasons"].get("duplicate", 0) > 0
+    assert manifest["drop_reasons"].get("runtime_window") == 1
+    assert all(r.baselines == {"FakeGPU": {"eager_ms": 5.0}} for r in recs)
+    assert manifest["runtime"]["gpus"] == ["FakeGPU"]
 
 
 def test_cli_entry_point(tmp_path):
