@@ -95,7 +95,8 @@ def plot_summary(manifest: dict, kept, path: Path) -> None:
             ax.tick_params(axis="x", rotation=45)
 
     bars(axes[0, 0], c["category"], f"main-op category ({manifest['num_tasks']} tasks)")
-    bars(axes[0, 1], c["num_ops"], "ops per task")
+    order = sorted(c["num_ops"], key=lambda k: (k == "modules", str(k)))
+    bars(axes[0, 1], {k: c["num_ops"][k] for k in order}, "ops per task")
     bars(axes[0, 2], {f"L{k}": v for k, v in sorted(c["level"].items())} | c["split"], "level / split")
     bars(
         axes[1, 0],
