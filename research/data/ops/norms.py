@@ -55,6 +55,9 @@ def _group_norm(ctx: Ctx, t: TensorState) -> TensorState:
 
 def _instance_norm(ctx: Ctx, t: TensorState) -> TensorState:
     rank = SPATIAL_RANK[t.layout]
+    for which in ("real", "proxy"):
+        if all(getattr(d, which) == 1 for d in t.shape[2:]):
+            raise Reject("instance norm needs more than one spatial element")
     inorm = ctx.attr("instance_norm")
     ctx.init(f"{inorm} = nn.InstanceNorm{rank}d({ctx.code(t.shape[1])}, affine=True{ctx.dk})")
     ctx.fwd(f"x = {inorm}({t.var})")
