@@ -8,6 +8,7 @@ process, without the judge's L2 flush and input rotation.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Protocol
 
 from .config import GpuFilterConfig
@@ -41,6 +42,10 @@ class SandboxTimer:
             base = self.client.baseline(reference=record.source)
         except Exception as exc:  # the sandbox reports; one task's failure never stops the run
             return {"ok": False, "reason": "gpu_error", "detail": repr(exc)[:500]}
+        if dataclasses.is_dataclass(base) and not isinstance(base, type):
+            base = dataclasses.asdict(base)
+        elif hasattr(base, "to_dict"):
+            base = base.to_dict()
         if not isinstance(base, dict):
             return {"ok": False, "reason": "gpu_error", "detail": f"baseline returned {type(base).__name__}"}
         timings = base.get("timings") or {}

@@ -199,12 +199,26 @@ def test_cli_entry_point(tmp_path):
 
 @pytest.mark.slow
 def test_every_task_of_a_dataset_executes_and_matches_its_shapes(tmp_path):
-    """All tasks of a 120-task dataset (default filters) re-checked at their check size and declared shape."""
-    cfg = SynthesisConfig(num_tasks=120, out_dir=str(tmp_path / "all"), workers=2, progress=False)
+    """Every task of a 400-task dataset (default filters): re-checked at its check size with its declared
+    shape, and run at its real sizes on the meta device with its declared inputs and output."""
+    import torch
+
+    from research.data.checks import load_module
+
+    cfg = SynthesisConfig(num_tasks=400, out_dir=str(tmp_path / "all"), workers=2, progress=False)
     synthesize(cfg)
-    for r in read_jsonl(tmp_path / "all" / "tasks.jsonl"):
+    recs = read_jsonl(tmp_path / "all" / "tasks.jsonl")
+    assert len(recs) == 400
+    for r in recs:
         cand = make_candidate(cfg, r.meta["bucket"], r.meta["index"])
         assert cand.record.source == r.source
         res = check_task(dict(cand.payload, compile_backend="none", also_inductor=False))
         assert res["ok"], (r.id, res)
         assert res["out_shape"] == cand.payload["expect_shape"]
+        mod = load_module(r.source)
+        with torch.device("meta"):
+            inputs = mod.get_inputs()
+            out = mod.Model(*mod.get_init_inputs())(*inputs)
+        assert list(out.shape) == r.output_shape and [list(x.shape) for x in inputs] == [
+            s["shape"] for s in r.input_spec
+        ]
