@@ -232,9 +232,11 @@ def run_gpu(args) -> dict:
             with contextlib.suppress(Exception):
                 cm.__exit__(None, None, None)
         write(result, args.results)
+    budget = min(args.direct_budget_s, args.total_budget_s - (time.monotonic() - t0) - 10.0)
+    log(f"direct timer budget {budget:.0f} s")
     direct = DirectTimer(GpuFilterConfig(timer="direct", timeout_s=120))
     try:
-        result["steps"]["direct_timer"] = _time_all("direct", direct, records, args.direct_budget_s, log)
+        result["steps"]["direct_timer"] = _time_all("direct", direct, records, max(budget, 10.0), log)
     finally:
         direct.close()
     write(result, args.results)
@@ -253,6 +255,7 @@ def main() -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--sandbox-budget-s", type=float, default=60.0)
     p.add_argument("--direct-budget-s", type=float, default=100.0)
+    p.add_argument("--total-budget-s", type=float, default=1e9, help="gpu mode: wall budget of the whole run")
     args = p.parse_args()
     if args.mode == "cpu":
         args.num_tasks = args.num_tasks or 6000

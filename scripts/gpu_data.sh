@@ -25,10 +25,10 @@ step() {  # step NAME SECONDS CMD...: one step never hides or blocks the others
 }
 STATUS=()
 
-step versions 30 bash -c "$PY -c 'import sys, torch; print(sys.version); print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"available\", torch.cuda.is_available()); print(torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\")'; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true; $PY -c 'import kernels_env.client' 2>&1 | tail -1 || true"
-step gpu-tests 75 "$PY" -m pytest -q -m gpu tests/data/test_gpu.py -p no:cacheprovider
-step gpu-benchmark 185 "$PY" benchmarks/synthesis.py gpu --num-tasks "${DATA_GPU_TASKS:-220}" --workers "$WORKERS" \
-  --out-dir "$WORK/synth" --sandbox-budget-s 35 --direct-budget-s 90 --results "$RESULTS"
+step versions 20 bash -c "$PY -c 'import sys, torch; print(sys.version); print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"available\", torch.cuda.is_available()); print(torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\")'; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true; $PY -c 'import kernels_env.client' 2>&1 | tail -1 || true"
+step gpu-tests 50 "$PY" -m pytest -q -m gpu tests/data/test_gpu.py -p no:cacheprovider
+step gpu-benchmark 165 "$PY" benchmarks/synthesis.py gpu --num-tasks "${DATA_GPU_TASKS:-220}" --workers "$WORKERS" \
+  --out-dir "$WORK/synth" --sandbox-budget-s 25 --direct-budget-s 110 --total-budget-s 150 --results "$RESULTS"
 
 rm -rf "$WORK"
 {
