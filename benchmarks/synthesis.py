@@ -4,19 +4,16 @@ cpu: generate and CPU-filter N tasks (default 6,000, the paper's dataset size) o
      time, tasks/hour, candidates, drop reasons and counts to a JSON file plus a markdown note.
          python benchmarks/synthesis.py cpu --num-tasks 6000 --workers 2
 gpu: synthesize N tasks on the GPU machine (CPU filters), then run the GPU runtime-window filter on them and
-     report tasks per hour per GPU and how the cost-model proxy compares with measured eager medians. Uses
-     the sandbox client when it is importable (time-boxed), and always the direct CUDA-event timer too, so
-     the 200-task count does not depend on the sandbox's baseline cost.
+     report tasks per hour per GPU and how the cost-model proxy compares with measured eager medians. The
+     timing goes through the sandbox client (research.data.gpu_filter), exactly as in a synthesis run.
          python benchmarks/synthesis.py gpu --num-tasks 240 --results $OUT/data_results.json
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime as dt
-import inspect
 import json
 import os
 import platform
@@ -28,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from research.data import SandboxTimer, SynthesisConfig, synthesize  # noqa: E402
+from research.data import SynthesisConfig, synthesize  # noqa: E402
 from research.data.config import FilterConfig, GpuFilterConfig  # noqa: E402
-from research.data.gpu_filter import DirectTimer  # noqa: E402
+from research.data.gpu_filter import make_timer  # noqa: E402
 from research.data.records import read_jsonl  # noqa: E402
 
 
@@ -123,32 +120,6 @@ execution checks in worker processes. See docs/data.md for what each reason mean
 """)
 
 
-def _sandbox_timer(log):
-    """The sandbox client per its documented API, or None (logged) when it is not available here."""
-    try:
-        from kernels_env.client import SandboxClient
-
-        from kernels_env.config import SandboxConfig
-    except Exception as exc:
-        log(f"sandbox client not importable ({exc!r}); direct timer only")
-        return None, None
-    try:
-        cm = SandboxClient(SandboxConfig(device="cuda"))
-        client = cm.__enter__()
-    except Exception as exc:
-        log(f"sandbox client failed to start ({exc!r}); direct timer only")
-        return None, None
-    params = inspect.signature(client.baseline).parameters
-    kw = next(({k: ["eager"]} for k in ("modes", "baselines") if k in params), {})
-    log(f"sandbox baseline signature {list(params)}; passing {kw or 'no mode restriction'}")
-
-    class _Client:
-        def baseline(self, reference):
-            return client.baseline(reference=reference, **kw)
-
-    return SandboxTimer(_Client()), cm
-
-
 def _time_all(name: str, timer, records, budget_s: float, log) -> dict:
     t0 = time.monotonic()
     rows = []
@@ -219,26 +190,18 @@ def run_gpu(args) -> dict:
     write(result, args.results)
     records = read_jsonl(Path(args.out_dir) / "tasks.jsonl")
 
-    timer, cm = _sandbox_timer(log)
-    if timer is not None:
-        try:
-            result["steps"]["sandbox_timer"] = _time_all(
-                "sandbox", timer, records, args.sandbox_budget_s, log
-            )
-        except Exception as exc:
-            result["steps"]["sandbox_timer"] = {"error": repr(exc)}
-            log(f"sandbox timer failed: {exc!r}")
-        finally:
-            with contextlib.suppress(Exception):
-                cm.__exit__(None, None, None)
-        write(result, args.results)
-    budget = min(args.direct_budget_s, args.total_budget_s - (time.monotonic() - t0) - 10.0)
-    log(f"direct timer budget {budget:.0f} s")
-    direct = DirectTimer(GpuFilterConfig(timer="direct", timeout_s=120))
+    budget = max(args.total_budget_s - (time.monotonic() - t0) - 10.0, 10.0)
+    log(f"sandbox timing budget {budget:.0f} s")
     try:
-        result["steps"]["direct_timer"] = _time_all("direct", direct, records, max(budget, 10.0), log)
+        timer = make_timer(GpuFilterConfig(timeout_s=120))
+    except Exception as exc:
+        result["steps"]["sandbox_timer"] = {"error": f"sandbox client failed to start: {exc!r}"}
+        write(result, args.results)
+        raise
+    try:
+        result["steps"]["sandbox_timer"] = _time_all("sandbox", timer, records, budget, log)
     finally:
-        direct.close()
+        timer.close()
     write(result, args.results)
     return result
 
@@ -253,8 +216,6 @@ def main() -> None:
     p.add_argument("--eval-dir", default=str(ROOT / "tests/fixtures/data/kernelbench"))
     p.add_argument("--results", default=None)
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--sandbox-budget-s", type=float, default=60.0)
-    p.add_argument("--direct-budget-s", type=float, default=100.0)
     p.add_argument("--total-budget-s", type=float, default=1e9, help="gpu mode: wall budget of the whole run")
     args = p.parse_args()
     if args.mode == "cpu":

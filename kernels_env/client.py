@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import devices
-from .config import JudgeConfig, SandboxConfig
+from .config import JudgeConfig, SandboxConfig, TimingConfig
 from .presets import resolve
 from .protocol import BaselineRequest, CompileRequest, EvaluateRequest, Source
 from .result import NOT_RUN, RUNTIME_ERROR, TIMEOUT, message, new_result
@@ -33,7 +33,8 @@ from .rewards import get_reward
 from .sources import display_stem, read_source, source_hash
 from .supervisor import BrokenReference, SandboxError, Worker, WorkerFailure, WorkerPool
 
-__all__ = ["BrokenReference", "SandboxClient", "SandboxError"]
+# The config dataclasses are part of the client API (research may import only client/protocol).
+__all__ = ["BrokenReference", "JudgeConfig", "SandboxClient", "SandboxConfig", "SandboxError", "TimingConfig"]
 
 MIN_CANDIDATE_MS = 1e-4  # floor for speedups: a measured 0 never divides
 

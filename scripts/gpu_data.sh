@@ -28,7 +28,7 @@ STATUS=()
 step versions 20 bash -c "$PY -c 'import sys, torch; print(sys.version); print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"available\", torch.cuda.is_available()); print(torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\")'; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true; $PY -c 'import kernels_env.client' 2>&1 | tail -1 || true"
 step gpu-tests 50 "$PY" -m pytest -q -m gpu tests/data/test_gpu.py -p no:cacheprovider
 step gpu-benchmark 165 "$PY" benchmarks/synthesis.py gpu --num-tasks "${DATA_GPU_TASKS:-220}" --workers "$WORKERS" \
-  --out-dir "$WORK/synth" --sandbox-budget-s 25 --direct-budget-s 110 --total-budget-s 150 --results "$RESULTS"
+  --out-dir "$WORK/synth" --total-budget-s 150 --results "$RESULTS"
 
 rm -rf "$WORK"
 {
@@ -40,7 +40,7 @@ r = json.load(open(sys.argv[1]))
 s = r.get("steps", {})
 syn = s.get("synthesize", {})
 print(f"synthesized {syn.get('num_tasks')} tasks from {syn.get('candidates')} candidates in {syn.get('wall_s')} s")
-for name in ("sandbox_timer", "direct_timer"):
+for name in ("sandbox_timer",):
     t = s.get(name)
     if t and "timed" in t:
         print(f"{name}: {t['timed']} tasks timed, {t['ok']} ok, {t['in_window_1_100ms']} in [1,100] ms; "

@@ -11,7 +11,7 @@ from .compose import BUCKETS, compose, size_candidate
 from .config import FilterConfig, GpuFilterConfig, MixConfig, SplitConfig, SynthesisConfig
 from .cost import GpuProfile, estimate_ms
 from .decontam import EvalIndex, ast_tokens, similarity, source_ops, source_signature
-from .gpu_filter import DirectTimer, SandboxTimer, apply_window, make_timer
+from .gpu_filter import SandboxTimer, apply_window, make_timer
 from .loaders import ColumnMap, curriculum, load_dataset, load_kernelbench, load_synthesized
 from .ops import CATEGORIES, LIBRARY
 from .records import TaskRecord, read_jsonl, write_jsonl
@@ -24,7 +24,6 @@ __all__ = [
     "CATEGORIES",
     "LIBRARY",
     "ColumnMap",
-    "DirectTimer",
     "EvalIndex",
     "FilterConfig",
     "GpuFilterConfig",

@@ -228,17 +228,23 @@ def test_missing_eval_dir_is_a_clear_error(tmp_path):
 
 
 class FakeClient:
-    def __init__(self, ms):
-        self.ms, self.calls = ms, []
+    """The shape of ``kernels_env.client.SandboxClient.baseline`` results (see docs/sandbox.md)."""
 
-    def baseline(self, reference):
+    environment = {"gpu": "NVIDIA H200"}
+
+    def __init__(self, ms, comparable=True):
+        self.ms, self.comparable, self.calls = ms, comparable, []
+
+    def baseline(self, reference, judge=None):
         self.calls.append(reference)
         if self.ms is None:
             raise RuntimeError("worker died")
-        return {
-            "timings": {"eager": {"median_ms": self.ms}, "compile": {"median_ms": self.ms / 2}},
-            "environment": {"gpu": "NVIDIA H200"},
+        modes = {
+            "eager": {"median_ms": self.ms},
+            "compile": {"median_ms": self.ms / 2},
+            "max-autotune": {"error": "x"},
         }
+        return {"problem": "p", "device": "cuda", "baselines": modes, "comparable": self.comparable}
 
 
 @pytest.mark.parametrize(
@@ -253,3 +259,21 @@ def test_gpu_window_through_the_sandbox_client(ms, reason):
     if ms is not None:
         assert rec.baselines["NVIDIA H200"]["eager_ms"] == ms
         assert rec.baselines["NVIDIA H200"]["compile_ms"] == ms / 2
+
+
+def test_gpu_window_refuses_cpu_mode_timings():
+    rec = TaskRecord(id="t", source=GOOD)
+    got, detail = apply_window(rec, SandboxTimer(FakeClient(5.0, comparable=False)).time(rec), 1.0, 100.0)
+    assert got == "gpu_error" and "not comparable" in detail
+    assert rec.baselines == {}
+
+
+def test_gpu_window_talks_to_the_real_client_api():
+    """The judge passed to the sandbox is a real kernels_env JudgeConfig timing eager only."""
+    from kernels_env import client as sandbox
+    from research.data.config import GpuFilterConfig
+    from research.data.gpu_filter import eager_only_judge
+
+    judge = eager_only_judge(sandbox, GpuFilterConfig(min_iters=7))
+    assert isinstance(judge, sandbox.JudgeConfig) and judge.baselines == ["eager"]
+    assert judge.timing.min_iters == 7 and judge.timing.l2_flush

@@ -149,13 +149,20 @@ def test_split_holds_out_whole_categories(full_run):
 class FakeSandbox:
     """Stands in for kernels_env.client.SandboxClient: same ``baseline`` method and result shape."""
 
+    environment = {"gpu": "FakeGPU"}
+
     def __init__(self):
         self.seen = []
 
-    def baseline(self, reference):
+    def baseline(self, reference, judge=None):
         self.seen.append(reference)
         ms = 0.5 if len(self.seen) == 1 else 5.0  # the first task falls below the 1 ms window
-        return {"timings": {"eager": {"median_ms": ms}}, "environment": {"gpu": "FakeGPU"}}
+        return {
+            "problem": "p",
+            "device": "cuda",
+            "baselines": {"eager": {"median_ms": ms}},
+            "comparable": True,
+        }
 
 
 def test_duplicates_are_dropped_and_gpu_window_applies(tmp_path):
