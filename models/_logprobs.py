@@ -1,0 +1,86 @@
+"""Per-token log-probabilities (and entropies) for training, chunked over tokens.
+
+The unembedding is applied to ``chunk_size`` tokens at a time inside a rematerialised ``lax.scan``, so at
+most [chunk_size, V] fp32 logits exist at once in the forward pass and in the backward pass (the logits of a
+chunk are recomputed there), never the whole [B, T, V].
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+F32 = jnp.float32
+
+
+def logprobs_from_hidden(
+    hidden,
+    unembedding,
+    targets,
+    *,
+    temperature=1.0,
+    chunk_size: int = 1024,
+    compute_dtype=jnp.bfloat16,
+    return_entropy: bool = False,
+):
+    """log softmax(hidden @ unembedding.T / temperature)[targets] in fp32.
+
+    hidden [B, T, D]; unembedding [V, D] (kept in its own dtype across chunks so its gradient accumulates
+    at that precision); targets [B, T] int. Returns [B, T] (and the entropy [B, T] if asked)."""
+    b, t, d = hidden.shape
+    n = b * t
+    chunk = max(1, min(chunk_size, n))
+    n_chunks = -(-n // chunk)
+    pad = n_chunks * chunk - n
+    h = jnp.pad(hidden.reshape(n, d), ((0, pad), (0, 0))).reshape(n_chunks, chunk, d)
+    y = jnp.pad(targets.reshape(n).astype(jnp.int32), (0, pad)).reshape(n_chunks, chunk)
+    inv_t = 1.0 / jnp.asarray(temperature, F32)
+
+    @jax.checkpoint
+    def one(h_c, y_c):
+        w = unembedding.astype(compute_dtype)
+        logits = jnp.einsum("cd,vd->cv", h_c.astype(compute_dtype), w, preferred_element_type=F32) * inv_t
+        lse = jax.nn.logsumexp(logits, axis=-1)
+        lp = jnp.take_along_axis(logits, y_c[:, None], axis=-1)[:, 0] - lse
+        if not return_entropy:
+            return lp, None
+        probs = jnp.exp(logits - lse[:, None])
+        return lp, lse - jnp.sum(probs * logits, axis=-1)
+
+    def body(_, xs):
+        return None, one(*xs)
+
+    _, (lp, ent) = jax.lax.scan(body, None, (h, y))
+    lp = lp.reshape(-1)[:n].reshape(b, t)
+    if return_entropy:
+        return lp, ent.reshape(-1)[:n].reshape(b, t)
+    return lp
+
+
+def token_logprobs(
+    model,
+    tokens,
+    targets=None,
+    *,
+    attention_mask=None,
+    positions=None,
+    temperature=1.0,
+    chunk_size: int = 1024,
+    return_entropy: bool = False,
+):
+    """Log-probs (fp32) of ``targets`` under ``model`` run on ``tokens`` [B, T].
+
+    ``targets`` [B, T]: the token each position predicts. None: next-token targets, i.e. the log-prob of
+    ``tokens[:, 1:]`` given the prefix, shape [B, T-1]. Never materialises [B, T, V] logits in fp32."""
+    hidden = model.hidden_states(tokens, positions, attention_mask)
+    if targets is None:
+        hidden, targets = hidden[:, :-1], tokens[:, 1:]
+    return logprobs_from_hidden(
+        hidden,
+        model.unembedding(),
+        targets,
+        temperature=temperature,
+        chunk_size=chunk_size,
+        compute_dtype=model.config.compute_jnp_dtype,
+        return_entropy=return_entropy,
+    )
