@@ -30,7 +30,7 @@ class Critic(nnx.Module):
         return self.model(tokens, positions, attention_mask)
 
     def values_from_hidden(self, hidden):
-        return jnp.einsum("btd,d->bt", hidden.astype(F32), self.value_head.value) + self.value_bias.value
+        return jnp.einsum("btd,d->bt", hidden.astype(F32), self.value_head[...]) + self.value_bias[...]
 
     def __call__(self, tokens, positions=None, attention_mask=None):
         return self.values_from_hidden(self.model(tokens, positions, attention_mask))
@@ -40,7 +40,7 @@ class Critic(nnx.Module):
         """A critic with a copy of ``policy``'s backbone (its lm head dropped) and a new value head."""
         critic = nnx.eval_shape(lambda: cls(policy.config, rngs=nnx.Rngs(0), value_init_std=value_init_std))
         head, bias = cls._fresh_head(policy.config, seed, value_init_std), jnp.zeros((), F32)
-        sharding = policy.model.embed.value.sharding
+        sharding = policy.model.embed.get_value().sharding
         if isinstance(sharding, NamedSharding):  # a sharded policy: the head lives replicated on its mesh
             head, bias = (
                 jax.device_put(a, NamedSharding(sharding.mesh, PartitionSpec())) for a in (head, bias)

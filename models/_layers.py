@@ -103,12 +103,12 @@ class Block(nnx.Module):
         self.down = nnx.Param(init(rngs.params(), (d, f), pd))
 
     def _w(self, p):
-        return p.value.astype(self.config.compute_jnp_dtype)
+        return p[...].astype(self.config.compute_jnp_dtype)
 
     def project_qkv(self, x, positions, inv_freq):
         """Pre-norm, q/k/v projections, optional q/k norm, RoPE. Returns q [B,T,N,H], k and v [B,T,K,H]."""
         cfg = self.config
-        hn = rms_norm(x, self.input_norm.value, cfg.rms_norm_eps)
+        hn = rms_norm(x, self.input_norm[...], cfg.rms_norm_eps)
         q = jnp.einsum("btd,nhd->btnh", hn, self._w(self.q_proj))
         kv = jnp.einsum("btd,ckhd->btckh", hn, self._w(self.kv_proj))
         if self.q_bias is not None:
@@ -116,8 +116,8 @@ class Block(nnx.Module):
             kv = kv + self._w(self.kv_bias)
         k, v = kv[:, :, 0], kv[:, :, 1]
         if self.q_norm is not None:
-            q = rms_norm(q, self.q_norm.value, cfg.rms_norm_eps)
-            k = rms_norm(k, self.k_norm.value, cfg.rms_norm_eps)
+            q = rms_norm(q, self.q_norm[...], cfg.rms_norm_eps)
+            k = rms_norm(k, self.k_norm[...], cfg.rms_norm_eps)
         q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
         return q, k, v
 
@@ -146,7 +146,7 @@ class Block(nnx.Module):
         if self.o_bias is not None:
             out = out + self._w(self.o_bias)
         x = x + out
-        hn = rms_norm(x, self.post_norm.value, cfg.rms_norm_eps)
+        hn = rms_norm(x, self.post_norm[...], cfg.rms_norm_eps)
         gu = jnp.einsum("btd,cfd->btcf", hn, self._w(self.gate_up))
         act = (jax.nn.silu(gu[:, :, 0].astype(F32)) * gu[:, :, 1].astype(F32)).astype(x.dtype)
         return x + jnp.einsum("btf,df->btd", act, self._w(self.down))

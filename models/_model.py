@@ -8,6 +8,7 @@ decode step has no per-layer dynamic slicing of weights.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -72,7 +73,7 @@ class Decoder(nnx.Module):
         self.final_norm = nnx.Param(jnp.ones((cfg.hidden_size,), cfg.param_jnp_dtype))
 
     def embed_tokens(self, tokens):
-        return jnp.take(self.embed.value, tokens, axis=0).astype(self.config.compute_jnp_dtype)
+        return jnp.take(self.embed[...], tokens, axis=0).astype(self.config.compute_jnp_dtype)
 
     def __call__(self, tokens, positions=None, attention_mask=None, *, return_kv: bool = False):
         """Full-sequence causal forward. ``attention_mask`` [B, T] (1 = real token) masks padding keys;
@@ -99,7 +100,7 @@ class Decoder(nnx.Module):
                 x, kv = body(x, jax.tree.map(lambda a, i=i: a[i], state))
                 outs.append(kv)
             kvs = jax.tree.map(lambda *a: jnp.stack(a), *outs) if return_kv else None
-        x = rms_norm(x, self.final_norm.value, cfg.rms_norm_eps)
+        x = rms_norm(x, self.final_norm[...], cfg.rms_norm_eps)
         return (x, kvs) if return_kv else x
 
     def layer_list(self) -> list[Block]:
@@ -133,7 +134,7 @@ class Decoder(nnx.Module):
             x, (kc, vc) = blk.decode(x, positions, inv_freq, kc, vc, index, mask)
             ks.append(kc)
             vs.append(vc)
-        return rms_norm(x, self.final_norm.value, cfg.rms_norm_eps), KVCache(tuple(ks), tuple(vs))
+        return rms_norm(x, self.final_norm[...], cfg.rms_norm_eps), KVCache(tuple(ks), tuple(vs))
 
 
 def cache_from_prefill(kvs, length: int) -> KVCache:
@@ -162,7 +163,7 @@ class CausalLM(nnx.Module):
 
     def unembedding(self):
         """The output projection [V, D] (the embedding table when tied)."""
-        return (self.model.embed if self.lm_head is None else self.lm_head).value
+        return (self.model.embed if self.lm_head is None else self.lm_head)[...]
 
     def logits(self, hidden):
         w = self.unembedding().astype(self.config.compute_jnp_dtype)
@@ -180,9 +181,16 @@ class CausalLM(nnx.Module):
         return self.logits(hidden), cache
 
 
-def init_model(cfg: ModelConfig, seed: int = 0) -> CausalLM:
-    """A randomly initialised policy (normal(initializer_range) weights, unit norms, zero biases)."""
-    return CausalLM(cfg, rngs=nnx.Rngs(seed))
+def init_model(cfg: ModelConfig, seed: int = 0, cls=CausalLM):
+    """A randomly initialised model (normal(initializer_range) weights, unit norms, zero biases); the
+    initialisation is one jitted program (fast for large models, no host round trips)."""
+    graphdef, _ = nnx.split(abstract_model(cfg, cls))
+    return nnx.merge(graphdef, _init_fn(cfg, cls)(jax.random.key(seed)))
+
+
+@functools.lru_cache(maxsize=16)
+def _init_fn(cfg: ModelConfig, cls):
+    return jax.jit(lambda key: nnx.split(cls(cfg, rngs=nnx.Rngs(params=key)))[1])
 
 
 def abstract_model(cfg: ModelConfig, cls=CausalLM):
