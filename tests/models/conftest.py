@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _SHARDED: dict = {}
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: only when a sharding test will really run
 def pytest_collection_modifyitems(session, config, items):
     """Start the 8-device subprocess of test_sharding.py as soon as it is known to be needed, so it runs
     while the in-process tests do (it needs a fresh interpreter: XLA_FLAGS must precede jax)."""
