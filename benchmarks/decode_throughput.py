@@ -222,7 +222,15 @@ def phase_torch(args) -> dict:
 # --- orchestration --------------------------------------------------------------------------------------
 
 
-def _run_phase(name: str, args, timeout: float, extra: list[str], part: Path) -> dict:
+def _run_phase(
+    name: str,
+    args,
+    timeout: float,
+    extra: list[str],
+    part: Path,
+    results: dict | None = None,
+    key: str | None = None,
+) -> dict:
     cmd = (
         [
             sys.executable,
@@ -260,6 +268,9 @@ def _run_phase(name: str, args, timeout: float, extra: list[str], part: Path) ->
     result["status"] = status
     result["phase_s"] = time.perf_counter() - t
     print(f"=== phase {name}: {status} ({result['phase_s']:.0f}s)", flush=True)
+    if results is not None and args.json:  # progressive writes: an outer timeout keeps finished phases
+        results[key or name] = result
+        write_json(args.json, results)
     return result
 
 
@@ -308,7 +319,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="models_decode_") as tmp:
         args.dir = Path(tmp) / "qwen2"
         parts = Path(tmp)
-        results["build"] = _run_phase("build", args, min(90, left() * 0.3), [], parts / "build.json")
+        results["build"] = _run_phase("build", args, min(90, left() * 0.3), [], parts / "build.json", results)
         if not (args.dir / "config.json").is_file():
             results["error"] = "building the transformers checkpoint failed; nothing to compare"
         else:
@@ -318,13 +329,15 @@ def main() -> None:
                 min(150, left() * 0.45),
                 ["--batches", ",".join(map(str, args.batches))],
                 parts / "jax.json",
+                results,
             )
             results["torch"] = _run_phase(
                 "torch",
                 args,
-                max(left() - 45, 30),
+                max(left() - 40, 30),
                 ["--batches", ",".join(map(str, args.batches))],
                 parts / "torch.json",
+                results,
             )
             missing = [
                 b
@@ -338,6 +351,8 @@ def main() -> None:
                     left() - 5,
                     ["--torch-mode", "eager", "--batches", ",".join(map(str, missing))],
                     parts / "torch_eager.json",
+                    results,
+                    "torch_eager",
                 )
     results["summary"] = summarize(results, args)
     results["wall_s"] = time.perf_counter() - start

@@ -148,6 +148,8 @@ def main() -> None:
     results["matmul_bf16_flops"] = peak
     results["matmul_s"] = time.perf_counter() - t
     print(f"[train] measured bf16 matmul rate: {peak / 1e12:.1f} TFLOP/s", flush=True)
+    if args.json:  # progressive writes: an outer timeout still leaves what was measured
+        write_json(args.json, results)
     for attn, batch, remat in plan:
         if time.perf_counter() - start > args.budget_s:
             results["attempts"].append(
@@ -162,6 +164,8 @@ def main() -> None:
             attempt["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
             print(f"[train] {attn}/{batch}/{remat} failed: {attempt['error'][:300]}", flush=True)
             results["attempts"].append(attempt)
+            if args.json:
+                write_json(args.json, results)
             jax.clear_caches()
             continue
         flops = model_flops(cfg, batch, seq)

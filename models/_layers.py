@@ -7,6 +7,7 @@ normalisation statistics, softmax and RoPE angles are fp32.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -21,11 +22,43 @@ F32 = jnp.float32
 _NEG = -0.7 * float(np.finfo(np.float32).max)  # finite: a fully masked row (padding) stays NaN-free
 
 
+# Elementwise pieces are rematerialised for the backward pass: their fp32 intermediates would otherwise be
+# saved per layer (several times the bf16 activations), costing memory and bandwidth for almost no FLOPs.
+@functools.partial(jax.checkpoint, static_argnums=(2,))
 def rms_norm(x, weight, eps: float):
     """Hugging Face's RMSNorm: statistics in fp32, result in ``x.dtype`` times the weight."""
     x32 = x.astype(F32)
     y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
     return weight.astype(x.dtype) * y.astype(x.dtype)
+
+
+@jax.checkpoint
+def swiglu(gate, up):
+    return (jax.nn.silu(gate.astype(F32)) * up.astype(F32)).astype(gate.dtype)
+
+
+@jax.custom_vjp
+def unembed(hidden, w):
+    """Logits ``hidden [..., D] @ w [V, D].T`` in fp32 (fp32 accumulation) from compute-dtype operands.
+
+    The backward products run on the compute dtype with fp32 accumulation; the default transpose of a
+    product with an fp32 output would run them as fp32 matmuls (the cotangent is fp32)."""
+    return jnp.einsum("...d,vd->...v", hidden, w, preferred_element_type=F32)
+
+
+def _unembed_fwd(hidden, w):
+    return unembed(hidden, w), (hidden, w)
+
+
+def _unembed_bwd(res, g):
+    hidden, w = res
+    g = g.astype(hidden.dtype)
+    d_hidden = jnp.einsum("...v,vd->...d", g, w, preferred_element_type=F32).astype(hidden.dtype)
+    d_w = jnp.einsum("...v,...d->vd", g, hidden, preferred_element_type=F32).astype(w.dtype)
+    return d_hidden, d_w
+
+
+unembed.defvjp(_unembed_fwd, _unembed_bwd)
 
 
 def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
@@ -148,5 +181,5 @@ class Block(nnx.Module):
         x = x + out
         hn = rms_norm(x, self.post_norm[...], cfg.rms_norm_eps)
         gu = jnp.einsum("btd,cfd->btcf", hn, self._w(self.gate_up))
-        act = (jax.nn.silu(gu[:, :, 0].astype(F32)) * gu[:, :, 1].astype(F32)).astype(x.dtype)
+        act = swiglu(gu[:, :, 0], gu[:, :, 1])
         return x + jnp.einsum("btf,df->btd", act, self._w(self.down))

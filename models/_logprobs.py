@@ -10,6 +10,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ._layers import unembed
+
 F32 = jnp.float32
 
 
@@ -38,8 +40,7 @@ def logprobs_from_hidden(
 
     @jax.checkpoint
     def one(h_c, y_c):
-        w = unembedding.astype(compute_dtype)
-        logits = jnp.einsum("cd,vd->cv", h_c.astype(compute_dtype), w, preferred_element_type=F32) * inv_t
+        logits = unembed(h_c.astype(compute_dtype), unembedding.astype(compute_dtype)) * inv_t
         lse = jax.nn.logsumexp(logits, axis=-1)
         lp = jnp.take_along_axis(logits, y_c[:, None], axis=-1)[:, 0] - lse
         if not return_entropy:

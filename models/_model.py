@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from ._config import ModelConfig
-from ._layers import Block, rms_norm, rope_inv_freq
+from ._layers import Block, rms_norm, rope_inv_freq, unembed
 
 F32 = jnp.float32
 
@@ -167,7 +167,7 @@ class CausalLM(nnx.Module):
 
     def logits(self, hidden):
         w = self.unembedding().astype(self.config.compute_jnp_dtype)
-        return jnp.einsum("...d,vd->...v", hidden.astype(w.dtype), w, preferred_element_type=F32)
+        return unembed(hidden.astype(w.dtype), w)
 
     def hidden_states(self, tokens, positions=None, attention_mask=None):
         return self.model(tokens, positions, attention_mask)
