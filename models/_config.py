@@ -238,7 +238,7 @@ def config_from_hf(hf: dict, **runtime) -> ModelConfig:
         rope_theta=theta,
         rope_scaling=scaling,
         rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-        tie_word_embeddings=bool(hf.get("tie_word_embeddings", model_type != "llama")),
+        tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),  # transformers: False for all three
         qkv_bias=True if model_type == "qwen2" else attention_bias,
         out_bias=False if model_type == "qwen2" else attention_bias,
         qk_norm=model_type == "qwen3",

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from ._config import ModelConfig
@@ -182,15 +183,42 @@ class CausalLM(nnx.Module):
 
 
 def init_model(cfg: ModelConfig, seed: int = 0, cls=CausalLM):
-    """A randomly initialised model (normal(initializer_range) weights, unit norms, zero biases); the
-    initialisation is one jitted program (fast for large models, no host round trips)."""
-    graphdef, _ = nnx.split(abstract_model(cfg, cls))
+    """A randomly initialised model: weights normal(0, initializer_range), norms one, biases zero (the
+    modules' own initialisers' distribution), drawn in one RNG call inside one jitted program, which
+    compiles in a fraction of the time of the per-parameter initialisers and never leaves the device."""
+    graphdef, abstract = nnx.split(abstract_model(cfg, cls))
     return nnx.merge(graphdef, _init_fn(cfg, cls)(jax.random.key(seed)))
+
+
+def _init_value(path: str, shape, dtype, noise, std: float):
+    name = path.rsplit("/", 1)[-1]
+    if name.endswith("norm"):
+        return jnp.ones(shape, dtype)
+    if name.endswith("bias"):
+        return jnp.zeros(shape, dtype)
+    return (std * noise).reshape(shape).astype(dtype)
 
 
 @functools.lru_cache(maxsize=16)
 def _init_fn(cfg: ModelConfig, cls):
-    return jax.jit(lambda key: nnx.split(cls(cfg, rngs=nnx.Rngs(params=key)))[1])
+    _, abstract = nnx.split(abstract_model(cfg, cls))
+    pure = nnx.to_pure_dict(abstract)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(pure)
+    paths = ["/".join(str(getattr(k, "key", k)) for k in keys) for keys, _ in leaves]
+    sizes = [int(np.prod(a.shape)) for _, a in leaves]
+
+    @jax.jit
+    def init(key):
+        noise = jax.random.normal(key, (sum(sizes),), F32)
+        out, offset = [], 0
+        for path, (_, a), n in zip(paths, leaves, sizes):
+            out.append(_init_value(path, a.shape, a.dtype, noise[offset : offset + n], cfg.initializer_range))
+            offset += n
+        state = nnx.state(abstract_model(cfg, cls))
+        nnx.replace_by_pure_dict(state, jax.tree_util.tree_unflatten(treedef, out))
+        return state
+
+    return init
 
 
 def abstract_model(cfg: ModelConfig, cls=CausalLM):

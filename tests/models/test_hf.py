@@ -16,9 +16,13 @@ import models
 from models._hf import hf_state
 
 
+@nnx.jit
+def _forward(m, t, a, p):
+    return m(t, positions=p, attention_mask=a)
+
+
 def _logits(model, tokens, attention_mask=None, positions=None):
-    fn = nnx.jit(lambda m, t, a, p: m(t, positions=p, attention_mask=a))
-    return np.asarray(fn(model, jnp.asarray(tokens), attention_mask, positions))
+    return np.asarray(_forward(model, jnp.asarray(tokens), attention_mask, positions))
 
 
 def _same_params(a, b):

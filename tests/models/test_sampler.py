@@ -118,17 +118,26 @@ def test_no_recompile_within_a_bucket(sampler, tok):
         )
     assert sampler.trace_counts == before
     assert (sampler._prefill._cache_size(), sampler._decode._cache_size()) == sizes
-    long = [rng.randint(3, 8192, 40).tolist()]  # the next prompt bucket: exactly one more compilation
-    sampler.generate(long, SAMPLED)
-    assert sampler.trace_counts == {k: v + 1 for k, v in before.items()}
-    # New weights of the same shapes (an RL update) do not recompile either.
+    # A new static setting (max_new_tokens=1: a prefill-only program) compiles exactly once more.
+    one = dataclasses.replace(GREEDY, max_new_tokens=1)
+    sampler.generate(prompts, one)
+    expect = {"prefill": before["prefill"] + 1, "decode": before["decode"]}
+    assert sampler.trace_counts == expect
+    # New weights of the same shapes (an RL update) do not recompile.
     old = sampler.graphdef, sampler.state
     sampler.set_model(models.init_model(models.tiny_config(**SMALL), seed=6))
     try:
-        sampler.generate(long, SAMPLED)
-        assert sampler.trace_counts == {k: v + 1 for k, v in before.items()}
+        sampler.generate(prompts, one)
+        sampler.generate(prompts, SAMPLED)
+        assert sampler.trace_counts == expect
     finally:
         sampler.graphdef, sampler.state = old
+
+
+def test_bucket_rounding():
+    from models._sampler import bucket
+
+    assert [bucket(n, (32, 64)) for n in (1, 32, 33, 64, 65, 129)] == [32, 32, 64, 64, 128, 192]
 
 
 def test_eos_and_max_new_tokens(sampler, tok):
@@ -144,8 +153,9 @@ def test_eos_and_max_new_tokens(sampler, tok):
         assert out.finish_reasons[i] == ("length" if first[i] is None else "eos")
         assert out.tokens[i, :expect].tolist() == ref.tokens[i, :expect].tolist()
         assert (out.logprobs[i, expect:] == 0).all() and (out.tokens[i, expect:] == 0).all()
-    one = sampler.generate(_prompts(tok), models.SamplingConfig(max_new_tokens=1, temperature=0.0))
-    assert one.tokens.shape == (3, 1) and (one.lengths == 1).all()
+    one = sampler.generate(_prompts(tok), dataclasses.replace(GREEDY, max_new_tokens=1))
+    assert one.tokens.shape == (3, 1) and (one.lengths == 1).all() and one.finish_reasons == ["length"] * 3
+    assert one.tokens[:, 0].tolist() == ref.tokens[:, 0].tolist()
 
 
 @pytest.mark.parametrize("interval", [1, 3, 32])
