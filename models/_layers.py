@@ -138,15 +138,38 @@ class Block(nnx.Module):
     def _w(self, p):
         return p[...].astype(self.config.compute_jnp_dtype)
 
-    def project_qkv(self, x, positions, inv_freq):
+    def fused_qkv(self):
+        """The q, k and v projections as one [(N + 2K) * H, D] matrix (and bias), for decoding: one
+        matmul instead of two per layer and step. Made once per decode call, outside the step loop."""
+        cfg = self.config
+        n, kh, h, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.hidden_size
+        w = jnp.concatenate(
+            [self._w(self.q_proj).reshape(n * h, d), self._w(self.kv_proj).reshape(2 * kh * h, d)]
+        )
+        bias = None
+        if self.q_bias is not None:
+            bias = jnp.concatenate([self._w(self.q_bias).reshape(-1), self._w(self.kv_bias).reshape(-1)])
+        return w, bias
+
+    def project_qkv(self, x, positions, inv_freq, fused=None):
         """Pre-norm, q/k/v projections, optional q/k norm, RoPE. Returns q [B,T,N,H], k and v [B,T,K,H]."""
         cfg = self.config
+        n, kh, h = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         hn = rms_norm(x, self.input_norm[...], cfg.rms_norm_eps)
-        q = jnp.einsum("btd,nhd->btnh", hn, self._w(self.q_proj))
-        kv = jnp.einsum("btd,ckhd->btckh", hn, self._w(self.kv_proj))
-        if self.q_bias is not None:
-            q = q + self._w(self.q_bias)
-            kv = kv + self._w(self.kv_bias)
+        if fused is None:
+            q = jnp.einsum("btd,nhd->btnh", hn, self._w(self.q_proj))
+            kv = jnp.einsum("btd,ckhd->btckh", hn, self._w(self.kv_proj))
+            if self.q_bias is not None:
+                q = q + self._w(self.q_bias)
+                kv = kv + self._w(self.kv_bias)
+        else:
+            w, bias = fused
+            y = jnp.einsum("btd,od->bto", hn, w)
+            if bias is not None:
+                y = y + bias
+            b, t = y.shape[:2]
+            q = y[..., : n * h].reshape(b, t, n, h)
+            kv = y[..., n * h :].reshape(b, t, 2, kh, h)
         k, v = kv[:, :, 0], kv[:, :, 1]
         if self.q_norm is not None:
             q = rms_norm(q, self.q_norm[...], cfg.rms_norm_eps)
@@ -160,9 +183,10 @@ class Block(nnx.Module):
         attn = checkpoint_name(attn, "attn_out")
         return self._residual_mlp(x, attn), (k, v)
 
-    def decode(self, x, positions, inv_freq, k_cache, v_cache, index, mask):
-        """New tokens x [B,T,D] at cache slots index..index+T-1; caches [B,K,S,H]."""
-        q, k, v = self.project_qkv(x, positions, inv_freq)
+    def decode(self, x, positions, inv_freq, k_cache, v_cache, index, mask, fused=None):
+        """New tokens x [B,T,D] at cache slots index..index+T-1; caches [B,K,S,H]. ``fused``: the output
+        of :meth:`fused_qkv`, when the caller made it once for many steps."""
+        q, k, v = self.project_qkv(x, positions, inv_freq, fused)
         k_cache = jax.lax.dynamic_update_slice(
             k_cache, k.swapaxes(1, 2).astype(k_cache.dtype), (0, 0, index, 0)
         )

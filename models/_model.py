@@ -104,6 +104,11 @@ class Decoder(nnx.Module):
         x = rms_norm(x, self.final_norm[...], cfg.rms_norm_eps)
         return (x, kvs) if return_kv else x
 
+    def decode_weights(self):
+        """(per-layer block views, per-layer fused q/k/v weights): what a decode loop makes once."""
+        blocks = self.layer_list()
+        return blocks, [blk.fused_qkv() for blk in blocks]
+
     def layer_list(self) -> list[Block]:
         """Per-layer views of the stacked blocks (slices made once, e.g. before a decode loop)."""
         graphdef, state = nnx.split(self.layers)
@@ -112,11 +117,15 @@ class Decoder(nnx.Module):
             for i in range(self.config.num_layers)
         ]
 
-    def decode(self, tokens, cache: KVCache, index, positions=None, kv_start=None, *, blocks=None):
+    def decode(
+        self, tokens, cache: KVCache, index, positions=None, kv_start=None, *, blocks=None, fused=None
+    ):
         """Run new tokens [B, T] at cache slots ``index``..``index+T-1`` against the cache.
 
         ``kv_start`` [B]: first valid cache slot per row (left padding), default 0. ``positions`` default to
-        ``index - kv_start + arange(T)``. Returns hidden states [B, T, D] and the updated cache."""
+        ``index - kv_start + arange(T)``. ``blocks`` / ``fused``: per-layer views and fused q/k/v weights
+        made once by a caller that decodes many steps (see :meth:`decode_weights`). Returns hidden states
+        [B, T, D] and the updated cache."""
         cfg = self.config
         b, t = tokens.shape
         kv_start = jnp.zeros((b,), jnp.int32) if kv_start is None else kv_start
@@ -129,10 +138,11 @@ class Decoder(nnx.Module):
         )
         inv_freq = rope_inv_freq(cfg)
         blocks = self.layer_list() if blocks is None else blocks
+        fused = [None] * len(blocks) if fused is None else fused
         x = self.embed_tokens(tokens)
         ks, vs = [], []
-        for blk, kc, vc in zip(blocks, cache.k, cache.v):
-            x, (kc, vc) = blk.decode(x, positions, inv_freq, kc, vc, index, mask)
+        for blk, fq, kc, vc in zip(blocks, fused, cache.k, cache.v):
+            x, (kc, vc) = blk.decode(x, positions, inv_freq, kc, vc, index, mask, fq)
             ks.append(kc)
             vs.append(vc)
         return rms_norm(x, self.final_norm[...], cfg.rms_norm_eps), KVCache(tuple(ks), tuple(vs))

@@ -191,7 +191,7 @@ class Sampler:
     def _decode_impl(self, state, carry: _Carry, until, dyn, *, graphdef, static: _Static):
         self.trace_counts["decode"] += 1
         model = self._inference_model(graphdef, state)
-        blocks = model.model.layer_list()  # per-layer weight views, sliced once outside the loop
+        blocks, fused = model.model.decode_weights()  # per-layer weight views, made once outside the loop
         p = carry.cache.length - static.max_new
         m = static.max_new
 

@@ -133,3 +133,24 @@ def test_config_round_trip(family):
     cfg = models.config_from_hf(hf_config(family).to_dict())
     again = models.config_from_hf(models.config_to_hf(cfg))
     assert again == cfg
+
+
+def test_sampler_on_checkpoint_families(hf_checkpoint):
+    """The decode path's fused q/k/v (with biases) and RoPE scaling: greedy tokens and their log-probs
+    equal the full forward's argmax and log-softmax."""
+    family, path, _ = hf_checkpoint
+    if family == "qwen3":
+        pytest.skip("covered by test_sampler.py (a Qwen3-shaped model)")
+    model, _ = models.load_hf(path, dtype="float32", compute_dtype="float32")
+    prompts = [random_tokens(1, 5, seed=5)[0].tolist(), random_tokens(1, 9, seed=6)[0].tolist()]
+    cfg = models.SamplingConfig(max_new_tokens=6, temperature=0.0, eos_token_ids=())
+    out = models.Sampler(model, prompt_buckets=(16,), batch_buckets=(2,)).generate(prompts, cfg)
+    seqs = np.zeros((2, 16), np.int32)
+    for i, p in enumerate(prompts):
+        seqs[i, : len(p) + 6] = p + out.tokens[i].tolist()
+    logits = _logits(model, seqs)
+    for i, p in enumerate(prompts):
+        step = logits[i, len(p) - 1 : len(p) + 5]
+        assert np.argmax(step, -1).tolist() == out.tokens[i].tolist()
+        ref = np.asarray(jax.nn.log_softmax(jnp.asarray(step)))[np.arange(6), out.tokens[i]]
+        np.testing.assert_allclose(out.logprobs[i], ref, atol=2e-5)
