@@ -126,3 +126,49 @@ def table(rows: list[list], header: list[str]) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def hlo_loop_stats(dump_dir, module: str = "_decode_impl") -> list[dict]:
+    """Kernel counts of a dumped, optimised XLA module's while-loop body (best effort, for diagnosis):
+    fusions, custom calls (cuBLAS / cuDNN), copies, and calls into command buffers (CUDA graphs)."""
+    import re
+
+    stats = []
+    for path in sorted(Path(dump_dir).glob(f"*{module}*after_optimizations.txt")):
+        text = path.read_text()
+        comps, name, lines = {}, None, []
+        for line in text.splitlines():
+            head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$", line)
+            if head and not line.startswith(" "):
+                name, lines = head.group(1), []
+            elif line.startswith("}") and name:
+                comps[name] = lines
+                name = None
+            elif name:
+                lines.append(line)
+        bodies = [
+            m.group(1)
+            for ls in comps.values()
+            for ln in ls
+            for m in [re.search(r"body=%?([\w.\-]+)", ln)]
+            if m
+        ]
+
+        def count(comp, seen, comps=comps):
+            out = {"fusion": 0, "custom_call": 0, "copy": 0, "command_buffer": 0}
+            if comp in seen or comp not in comps:
+                return out
+            seen.add(comp)
+            for ln in comps[comp]:
+                out["fusion"] += " fusion(" in ln
+                out["custom_call"] += " custom-call(" in ln
+                out["copy"] += " copy(" in ln or " copy-start(" in ln
+                out["command_buffer"] += "command_buffer" in ln
+                for callee in re.findall(r"(?:to_apply|calls)=%?([\w.\-]+)", ln):
+                    if "fused" not in callee:
+                        sub = count(callee, seen, comps)
+                        out = {k: out[k] + sub[k] for k in out}
+            return out
+
+        stats.append({"file": path.name, "while_bodies": [dict(body=b, **count(b, set())) for b in bodies]})
+    return stats

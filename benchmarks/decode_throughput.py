@@ -18,6 +18,7 @@ Tokens/s = batch * N / wall time of one generate call (prefill included, both si
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _models_bench import (  # noqa: E402
     copy_bandwidth,
     env_info,
+    hlo_loop_stats,
     jax_device_info,
     read_json,
     table,
@@ -142,6 +144,11 @@ def phase_jax(args) -> dict:
         tps = res["batches"][str(b)]["tokens_per_s"]
         print(f"[jax] batch {b}: {tps:.0f} tok/s, step {step_s * 1e3:.3f} ms", flush=True)
     res["trace_counts"] = dict(sampler.trace_counts)
+    if args.hlo_dir:  # kernels per decode step, and whether XLA put the loop body into command buffers
+        try:
+            res["decode_hlo"] = hlo_loop_stats(args.hlo_dir)
+        except Exception as exc:  # noqa: BLE001 - diagnosis only
+            res["decode_hlo"] = f"unavailable: {exc!r}"
     return res
 
 
@@ -255,11 +262,19 @@ def _run_phase(
         + (["--tiny"] if args.tiny else [])
         + extra
     )
+    env = dict(os.environ)
+    if name == "jax":  # dump the optimised decode program: kernel counts for the report
+        hlo = part.parent / "hlo"
+        cmd += ["--hlo-dir", str(hlo)]
+        env["XLA_FLAGS"] = (
+            env.get("XLA_FLAGS", "") + f" --xla_dump_to={hlo} --xla_dump_hlo_as_text"
+            " --xla_dump_hlo_module_re=.*_decode_impl.*"
+        ).strip()
     print(f"=== phase {name} (timeout {timeout:.0f}s): {' '.join(cmd[2:])}", flush=True)
     t = time.perf_counter()
     status = "ok"
     try:
-        rc = subprocess.run(cmd, timeout=max(timeout, 5)).returncode
+        rc = subprocess.run(cmd, timeout=max(timeout, 5), env=env).returncode
         if rc != 0:
             status = f"failed rc={rc}"
     except subprocess.TimeoutExpired:
@@ -289,6 +304,7 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--part", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--torch-mode", choices=["compile", "eager"], default="compile", help=argparse.SUPPRESS)
+    ap.add_argument("--hlo-dir", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.batches = [int(x) for x in (args.batches or ("4,1" if args.tiny else "64,16,1")).split(",")]
     args.prompt_len = args.prompt_len or (16 if args.tiny else 128)
