@@ -50,14 +50,26 @@ def sharded_report():
     return json.loads(stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="session")
+def checkpoint_of(tmp_path_factory):
+    """family -> (family, checkpoint dir, torch model), each built once per session."""
+    cache: dict = {}
+
+    def get(family: str):
+        if family not in cache:
+            model = build_torch_model(family)
+            path = tmp_path_factory.mktemp(f"hf_{family}")
+            model.save_pretrained(path)
+            cache[family] = (family, path, model)
+        return cache[family]
+
+    return get
+
+
 @pytest.fixture(scope="session", params=FAMILIES)
-def hf_checkpoint(request, tmp_path_factory):
+def hf_checkpoint(request, checkpoint_of):
     """(family, checkpoint dir, torch model) for each family."""
-    family = request.param
-    model = build_torch_model(family)
-    path = tmp_path_factory.mktemp(f"hf_{family}")
-    model.save_pretrained(path)
-    return family, path, model
+    return checkpoint_of(request.param)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -48,10 +48,8 @@ def test_logits_match_transformers_fp32(hf_checkpoint):
     np.testing.assert_array_equal(_logits(model, tokens, jnp.asarray(mask)), ours)
 
 
-def test_unrolled_layers_and_remat_match_scan(hf_checkpoint):
-    family, path, _ = hf_checkpoint
-    if family != "qwen3":
-        pytest.skip("layer execution is family-independent: one family suffices")
+def test_unrolled_layers_and_remat_match_scan(checkpoint_of):
+    _, path, _ = checkpoint_of("qwen3")  # layer execution is family-independent
     tokens = random_tokens(1, 16, seed=3)
     base, _ = models.load_hf(path, dtype="float32", compute_dtype="float32")
     other, _ = models.load_hf(path, dtype="float32", compute_dtype="float32", scan_layers=False, remat="full")
@@ -126,7 +124,7 @@ def test_stepwise_decode_reproduces_full_forward(hf_checkpoint):
         np.testing.assert_allclose(got[mask == 1], full[mask == 1], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("family", ["qwen2", "llama"])
+@pytest.mark.parametrize("family", ["qwen2", "qwen3", "llama"])
 def test_config_round_trip(family):
     from model_fixtures import hf_config
 
@@ -135,12 +133,11 @@ def test_config_round_trip(family):
     assert again == cfg
 
 
-def test_sampler_on_checkpoint_families(hf_checkpoint):
+@pytest.mark.parametrize("family", ["qwen2", "llama"])  # Qwen3-shaped: test_sampler.py
+def test_sampler_on_checkpoint_families(checkpoint_of, family):
     """The decode path's fused q/k/v (with biases) and RoPE scaling: greedy tokens and their log-probs
     equal the full forward's argmax and log-softmax."""
-    family, path, _ = hf_checkpoint
-    if family == "qwen3":
-        pytest.skip("covered by test_sampler.py (a Qwen3-shaped model)")
+    _, path, _ = checkpoint_of(family)
     model, _ = models.load_hf(path, dtype="float32", compute_dtype="float32")
     prompts = [random_tokens(1, 5, seed=5)[0].tolist(), random_tokens(1, 9, seed=6)[0].tolist()]
     cfg = models.SamplingConfig(max_new_tokens=6, temperature=0.0, eos_token_ids=())
