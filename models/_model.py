@@ -196,7 +196,7 @@ def init_model(cfg: ModelConfig, seed: int = 0, cls=CausalLM):
     """A randomly initialised model: weights normal(0, initializer_range), norms one, biases zero (the
     modules' own initialisers' distribution), drawn in one RNG call inside one jitted program, which
     compiles in a fraction of the time of the per-parameter initialisers and never leaves the device."""
-    graphdef, abstract = nnx.split(abstract_model(cfg, cls))
+    graphdef = nnx.graphdef(abstract_model(cfg, cls))
     return nnx.merge(graphdef, _init_fn(cfg, cls)(jax.random.key(seed)))
 
 
