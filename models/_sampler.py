@@ -1,0 +1,380 @@
+"""Batched generation with a KV cache: one jitted prefill, then a jitted ``lax.while_loop`` over decode steps.
+
+Shapes are bucketed (prompt length and batch padded up to the next bucket; prompts are left-padded so every
+row writes the same cache slot each step), so different prompts in one bucket reuse one compilation. The
+loop exits early once every row has stopped. EOS stops on device; stop strings need the tokenizer, so the
+loop then runs in segments of ``stop_check_interval`` steps and the host scans only the new tokens' text
+between segments (at most ``interval - 1`` wasted steps per stop; without stop strings it is one call).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from ._model import KVCache, cache_from_prefill, cast_params
+from ._sampling import sample_tokens
+
+RUNNING, EOS, LENGTH, STOP = 0, 1, 2, 3
+FINISH_NAMES = {EOS: "eos", LENGTH: "length", STOP: "stop"}
+DEFAULT_PROMPT_BUCKETS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+@dataclass(unsafe_hash=True)
+class SamplingConfig:
+    """How to sample. ``temperature == 0`` is greedy. ``eos_token_ids`` None: the model config's.
+
+    Changing ``max_new_tokens``, ``top_k``, greedy vs sampling, or whether ``top_p < 1`` recompiles;
+    temperature, the ``top_p`` value, EOS ids and stop strings do not."""
+
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    eos_token_ids: tuple[int, ...] | None = None
+    stop_strings: tuple[str, ...] = ()
+    stop_check_interval: int = 32  # decode steps between host checks of stop strings
+    top_p_candidates: int = 256  # nucleus searched among this many tokens first (exact: falls back to a sort)
+
+    def __post_init__(self):
+        if self.eos_token_ids is not None:
+            self.eos_token_ids = tuple(int(t) for t in self.eos_token_ids)
+        self.stop_strings = tuple(self.stop_strings or ())
+        problems = []
+        if self.max_new_tokens < 1:
+            problems.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            problems.append(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            problems.append(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            problems.append(f"top_k must be >= 0, got {self.top_k}")
+        if self.stop_check_interval < 1:
+            problems.append("stop_check_interval must be >= 1")
+        if any(not s for s in self.stop_strings):
+            problems.append("stop strings must be non-empty")
+        if problems:
+            raise ValueError("invalid SamplingConfig: " + "; ".join(problems))
+
+
+@dataclass
+class SampleOutput:
+    """Generated continuations of a batch of prompts (row i belongs to prompt i).
+
+    ``tokens``/``logprobs``/``mask`` are [B, max_new_tokens]; ``mask`` is 1 for generated tokens up to and
+    including the stopping token (EOS or the token completing a stop string), 0 after. ``logprobs`` are fp32
+    log-probs of the chosen tokens under ``log_softmax(logits / temperature)`` (0 where masked)."""
+
+    prompt_ids: list[list[int]]
+    tokens: np.ndarray
+    logprobs: np.ndarray
+    mask: np.ndarray
+    lengths: np.ndarray
+    finish_reasons: list[str]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def response_ids(self, i: int) -> list[int]:
+        return self.tokens[i, : self.lengths[i]].tolist()
+
+    def texts(self, tokenizer) -> list[str]:
+        return [tokenizer.decode(self.response_ids(i)) for i in range(len(self.prompt_ids))]
+
+
+class _Carry(NamedTuple):
+    step: jax.Array  # tokens generated so far
+    tokens: jax.Array  # [B, M]
+    logprobs: jax.Array  # [B, M]
+    gen_len: jax.Array  # [B] tokens that count (mask = arange < gen_len)
+    done: jax.Array  # [B]
+    finish: jax.Array  # [B]
+    kv_start: jax.Array  # [B] first real cache slot (left padding)
+    cache: KVCache
+    key: jax.Array
+
+
+@dataclass(frozen=True)
+class _Static:
+    max_new: int
+    greedy: bool
+    top_k: int
+    use_top_p: bool
+    candidates: int
+    pad_id: int
+
+
+def bucket(n: int, buckets) -> int:
+    """Smallest bucket >= n; beyond the largest, the next multiple of the largest."""
+    for b in sorted(buckets):
+        if b >= n:
+            return b
+    top = max(buckets)
+    return -(-n // top) * top
+
+
+class Sampler:
+    """Generate from a :class:`models.CausalLM`.
+
+        sampler = Sampler(model, tokenizer=tok)
+        out = sampler.generate(prompt_ids, SamplingConfig(max_new_tokens=128, temperature=0.7), seed=0)
+
+    ``set_model`` swaps in new weights of the same shapes (e.g. after an RL update) without recompiling.
+    ``trace_counts`` counts traces of the two jitted functions (a retrace means a recompile)."""
+
+    def __init__(
+        self,
+        model,
+        *,
+        tokenizer=None,
+        prompt_buckets=DEFAULT_PROMPT_BUCKETS,
+        batch_buckets=DEFAULT_BATCH_BUCKETS,
+    ):
+        self.tokenizer = tokenizer
+        self.prompt_buckets = tuple(prompt_buckets)
+        self.batch_buckets = tuple(batch_buckets)
+        self.trace_counts = {"prefill": 0, "decode": 0}
+        self.set_model(model)
+        self._prefill = jax.jit(self._prefill_impl, static_argnames=("graphdef", "static"))
+        self._decode = jax.jit(self._decode_impl, static_argnames=("graphdef", "static"), donate_argnums=(2,))
+
+    def set_model(self, model) -> None:
+        self.config = model.config
+        self.graphdef, self.state = nnx.split(model)
+
+    # --- jitted pieces ------------------------------------------------------------------------------------
+
+    def _inference_model(self, graphdef, state):
+        return cast_params(nnx.merge(graphdef, state), self.config.compute_jnp_dtype)
+
+    def _prefill_impl(self, state, tokens, lengths, key, dyn, *, graphdef, static: _Static):
+        self.trace_counts["prefill"] += 1
+        model = self._inference_model(graphdef, state)
+        b, p = tokens.shape
+        attn_mask = jnp.arange(p)[None, :] >= (p - lengths)[:, None]
+        hidden, kvs = model.model(tokens, attention_mask=attn_mask, return_kv=True)
+        cache = cache_from_prefill(kvs, p + static.max_new)
+        logits = model.logits(hidden[:, -1])
+        tok, lp = sample_tokens(
+            logits,
+            jax.random.fold_in(key, 0),
+            temperature=dyn["temperature"],
+            top_p=dyn["top_p"],
+            greedy=static.greedy,
+            top_k=static.top_k,
+            use_top_p=static.use_top_p,
+            candidates=static.candidates,
+        )
+        active = lengths > 0  # padding rows of the batch bucket are born finished
+        tok = jnp.where(active, tok, static.pad_id)
+        eos = active & jnp.isin(tok, dyn["eos"])
+        m = static.max_new
+        finish = jnp.where(eos, EOS, jnp.where(active & (m == 1), LENGTH, RUNNING)).astype(jnp.int32)
+        return _Carry(
+            step=jnp.int32(1),
+            tokens=jnp.full((b, m), static.pad_id, jnp.int32).at[:, 0].set(tok),
+            logprobs=jnp.zeros((b, m), jnp.float32).at[:, 0].set(jnp.where(active, lp, 0.0)),
+            gen_len=active.astype(jnp.int32),
+            done=(~active) | eos | (m == 1),
+            finish=finish,
+            kv_start=(p - lengths).astype(jnp.int32),
+            cache=cache,
+            key=key,
+        )
+
+    def _decode_impl(self, state, carry: _Carry, until, dyn, *, graphdef, static: _Static):
+        self.trace_counts["decode"] += 1
+        model = self._inference_model(graphdef, state)
+        blocks, fused = model.model.decode_weights()  # per-layer weight views, made once outside the loop
+        p = carry.cache.length - static.max_new
+        m = static.max_new
+
+        def cond(c: _Carry):
+            return (c.step < until) & ~jnp.all(c.done)
+
+        def body(c: _Carry):
+            prev = jax.lax.dynamic_slice_in_dim(c.tokens, c.step - 1, 1, axis=1)
+            hidden, cache = model.model.decode(
+                prev, c.cache, p + c.step - 1, kv_start=c.kv_start, blocks=blocks
+            )
+            logits = model.logits(hidden[:, 0])
+            tok, lp = sample_tokens(
+                logits,
+                jax.random.fold_in(c.key, c.step),
+                temperature=dyn["temperature"],
+                top_p=dyn["top_p"],
+                greedy=static.greedy,
+                top_k=static.top_k,
+                use_top_p=static.use_top_p,
+                candidates=static.candidates,
+            )
+            active = ~c.done
+            tok = jnp.where(active, tok, static.pad_id)
+            lp = jnp.where(active, lp, 0.0)
+            eos = active & jnp.isin(tok, dyn["eos"])
+            last = active & ~eos & (c.step + 1 >= m)
+            finish = jnp.where(eos, EOS, jnp.where(last, LENGTH, c.finish))
+            return _Carry(
+                step=c.step + 1,
+                tokens=jax.lax.dynamic_update_slice_in_dim(c.tokens, tok[:, None], c.step, axis=1),
+                logprobs=jax.lax.dynamic_update_slice_in_dim(c.logprobs, lp[:, None], c.step, axis=1),
+                gen_len=c.gen_len + active.astype(jnp.int32),
+                done=c.done | eos | last,
+                finish=finish.astype(jnp.int32),
+                kv_start=c.kv_start,
+                cache=cache,
+                key=c.key,
+            )
+
+        return jax.lax.while_loop(cond, body, carry)
+
+    # --- host side ----------------------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompts,
+        config: SamplingConfig | None = None,
+        *,
+        seed: int = 0,
+        key=None,
+        sync_timing: bool = False,
+    ) -> SampleOutput:
+        """Sample continuations of ``prompts`` (a list of token-id lists, each non-empty).
+
+        Deterministic for a fixed ``seed``/``key``. ``sync_timing`` blocks after prefill to report
+        ``stats['prefill_s']`` and ``stats['decode_s']`` separately."""
+        config = config or SamplingConfig()
+        cfg = self.config
+        prompts = [list(map(int, p)) for p in prompts]
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise ValueError("generate needs at least one prompt and every prompt needs at least one token")
+        if any(t < 0 or t >= cfg.vocab_size for p in prompts for t in p):
+            raise ValueError(f"prompt token ids must be in [0, {cfg.vocab_size})")
+        if config.stop_strings and self.tokenizer is None:
+            raise ValueError("stop strings need the Sampler to be built with a tokenizer")
+        n = len(prompts)
+        b = bucket(n, self.batch_buckets)
+        p = bucket(max(len(x) for x in prompts), self.prompt_buckets)
+        pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+        tokens = np.full((b, p), pad_id, np.int32)
+        lengths = np.zeros((b,), np.int32)
+        for i, x in enumerate(prompts):
+            tokens[i, p - len(x) :] = x
+            lengths[i] = len(x)
+        eos_ids = cfg.eos_token_ids if config.eos_token_ids is None else config.eos_token_ids
+        eos = np.full((max(8, len(eos_ids)),), -1, np.int32)  # fixed length: new ids do not recompile
+        eos[: len(eos_ids)] = eos_ids
+        greedy = config.temperature == 0.0
+        static = _Static(
+            max_new=config.max_new_tokens,
+            greedy=greedy,
+            top_k=0 if greedy else config.top_k,
+            use_top_p=(not greedy) and config.top_p < 1.0,
+            candidates=config.top_p_candidates,
+            pad_id=pad_id,
+        )
+        dyn = {
+            "temperature": jnp.float32(max(config.temperature, 1e-6)),
+            "top_p": jnp.float32(config.top_p),
+            "eos": jnp.asarray(eos),
+        }
+        key = jax.random.key(seed) if key is None else key
+
+        t0 = time.perf_counter()
+        carry = self._prefill(
+            self.state,
+            jnp.asarray(tokens),
+            jnp.asarray(lengths),
+            key,
+            dyn,
+            graphdef=self.graphdef,
+            static=static,
+        )
+        stats: dict[str, Any] = {"batch_bucket": b, "prompt_bucket": p, "decode_calls": 0}
+        if sync_timing:
+            jax.block_until_ready(carry)
+            stats["prefill_s"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        m = config.max_new_tokens
+        interval = config.stop_check_interval if config.stop_strings else m
+        checker = _StopChecker(self.tokenizer, config.stop_strings, n) if config.stop_strings else None
+        step, done = 1, np.asarray(carry.done)
+        if checker is not None:
+            carry, done = checker.update(carry, 0, 1)
+        while step < m and not done[:n].all():
+            until = min(step + interval, m)
+            carry = self._decode(
+                self.state, carry, jnp.int32(until), dyn, graphdef=self.graphdef, static=static
+            )
+            stats["decode_calls"] += 1
+            new_step = int(carry.step)
+            if checker is not None:
+                carry, done = checker.update(carry, step, new_step)
+            else:
+                done = np.asarray(carry.done)
+            step = new_step
+        out_tokens, out_lp, gen_len, finish = jax.device_get(
+            (carry.tokens, carry.logprobs, carry.gen_len, carry.finish)
+        )
+        if sync_timing:
+            stats["decode_s"] = time.perf_counter() - t1
+        stats["steps"] = step
+        mask = np.arange(m)[None, :] < gen_len[:, None]
+        return SampleOutput(
+            prompt_ids=prompts,
+            tokens=np.where(mask, out_tokens, pad_id)[:n],
+            logprobs=np.where(mask, out_lp, 0.0).astype(np.float32)[:n],
+            mask=mask[:n],
+            lengths=gen_len[:n].astype(np.int64),
+            finish_reasons=[FINISH_NAMES.get(int(f), "length") for f in finish[:n]],
+            stats=stats,
+        )
+
+
+class _StopChecker:
+    """Host-side stop-string detection on the text of newly generated tokens only."""
+
+    def __init__(self, tokenizer, stops, n: int):
+        self.tok = tokenizer
+        self.stops = stops
+        self.n = n
+        # A token decodes to >= 1 byte, a character has <= 4 bytes: this many tokens cover any stop string.
+        self.lookback = 4 * max(len(s) for s in stops) + 2
+
+    def _hit(self, ids) -> bool:
+        text = self.tok.decode(ids)
+        return any(s in text for s in self.stops)
+
+    def update(self, carry: _Carry, start: int, end: int):
+        # Whole arrays (a few KB): slicing on device would compile a program per segment end.
+        tokens, gen_len, done, finish = jax.device_get(
+            (carry.tokens, carry.gen_len, carry.done, carry.finish)
+        )
+        gen_len, done, finish = gen_len.copy(), done.copy(), finish.copy()
+        changed = False
+        for i in range(self.n):
+            stop_at = min(int(gen_len[i]), end)
+            if start >= stop_at or (done[i] and finish[i] == STOP):
+                continue
+            lo = max(0, start - self.lookback)
+            if not self._hit(tokens[i, lo:stop_at].tolist()):
+                continue
+            for j in range(start, stop_at):  # earliest token completing a stop string
+                if self._hit(tokens[i, max(0, j + 1 - self.lookback) : j + 1].tolist()):
+                    gen_len[i], done[i], finish[i], changed = j + 1, True, STOP, True
+                    break
+        if changed:
+            carry = carry._replace(
+                gen_len=jnp.asarray(gen_len), done=jnp.asarray(done), finish=jnp.asarray(finish)
+            )
+        return carry, done
+
+
+def sampling_config(**kwargs) -> SamplingConfig:
+    return dataclasses.replace(SamplingConfig(), **kwargs)
