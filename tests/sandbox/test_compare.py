@@ -112,3 +112,18 @@ def test_max_errors_for_the_record():
     g = torch.tensor([1.5, 2.0, float("nan")])
     abs_err, rel_err = max_errors(e, g)
     assert abs_err == pytest.approx(0.5) and rel_err == pytest.approx(0.5)
+
+
+def test_timing_clock_choice_never_lets_side_streams_help():
+    from kernels_env.timing import choose_clock
+
+    stream = [0.200, 0.201, 0.199, 0.200]
+    honest = choose_clock(stream, [0.2150, 0.2160, 0.2140, 0.2150], overhead_ms=0.015)
+    assert honest["clock"] == "cuda_event_stream" and honest["samples"] == stream
+    assert honest["side_stream_ms"] == 0.0
+    # 0.5 ms of work finished on another stream after the current stream's event: the device clock wins.
+    cheat = choose_clock([0.010] * 4, [0.525] * 4, overhead_ms=0.015)
+    assert cheat["clock"] == "cuda_event_device_sync"
+    assert cheat["samples"] == [0.51] * 4 and abs(cheat["side_stream_ms"] - 0.5) < 1e-9
+    # never below zero after subtracting the harness's own round trip
+    assert choose_clock([0.001], [0.0], overhead_ms=0.015)["samples"] == [0.001]
