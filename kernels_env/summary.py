@@ -92,6 +92,24 @@ def summarize(results: list[Mapping[str, Any]], problems: Iterable[str]) -> dict
     return out
 
 
+def fast_p_curve(
+    results: list[Mapping[str, Any]],
+    problems: Iterable[str],
+    mode: str,
+    ps: Iterable[float],
+    best: bool = False,
+) -> list[float | None]:
+    """fast_p at each p in ``ps`` (same rules as ``summarize``): the curve papers plot against p."""
+    problems = sorted(set(problems) | {r["problem"] for r in results})
+    verified = {r["problem"] for r in results if r["status"] != "not_run"}
+    problems = [p for p in problems if p in verified or p not in {r["problem"] for r in results}]
+    per_problem: dict[str, list] = defaultdict(list)
+    for r in results:
+        if r["status"] != "not_run":
+            per_problem[r["problem"]].append(r)
+    return [_share(per_problem, problems, functools.partial(_fast, p=p, mode=mode), best) for p in ps]
+
+
 def _faster_score(r: Mapping[str, Any], mode: str) -> float | None:
     if r.get("status") != "correct":
         return 0.0
