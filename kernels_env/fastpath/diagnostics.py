@@ -222,8 +222,8 @@ def parse_diagnostics(
 
     Each is a dict with ``file`` (the user's name for it, via ``path_map``; None when the tool gives no
     file, e.g. ptxas and the linker), ``line`` and ``column`` (1-based or None), ``severity`` (error,
-    warning, remark, note), ``message``, ``tool`` and, where given, ``code`` (EDG's diagnostic number)
-    and ``context`` (instantiation notes). ``sources`` (display name -> text) refines EDG columns.
+    warning, remark, note), ``message``, ``tool`` and, where given, ``code`` (EDG's diagnostic number),
+    ``source`` (the offending line) and ``context`` (instantiation notes). ``sources`` (display name -> text) refines EDG columns.
     """
     path_map = dict(path_map or {})
     sources = dict(sources or {})
@@ -259,7 +259,7 @@ def parse_diagnostics(
                 i += 1
             file = name_of(m.group("file"))
             lineno = int(m.group("line"))
-            column, context = None, []
+            column, context, echoed = None, [], None
             carets = [k for k, b in enumerate(block) if b.strip() == "^"]
             if carets and carets[0] >= 1:
                 c = carets[0]
@@ -267,6 +267,7 @@ def parse_diagnostics(
                 original = src_lines[lineno - 1] if src_lines and 0 < lineno <= len(src_lines) else None
                 column = _edg_column(block[c - 1], block[c], original)
                 context = [b.strip() for b in block[: c - 1] + block[c + 1 :]]
+                echoed = (original if original is not None else block[c - 1]).strip()
             else:
                 context = [b.strip() for b in block]
             add(
@@ -279,6 +280,7 @@ def parse_diagnostics(
                     tool,
                     code=m.group("code"),
                     context=context,
+                    source=echoed,
                 )
             )
         elif m := _PTXAS.match(line):

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import cache, toolchain
+from . import cache, hooks, toolchain
 from .args import ArgSpec, current_stream, specs_for
 from .common import FASTPATH_VERSION, BuildInfo, cuda_unavailable_reason
 from .diagnostics import (
@@ -272,7 +272,13 @@ def nvrtc_kernel(
         }
 
     compile_start = time.perf_counter()
-    meta, hit, waited = cache.get_or_build(key, "kernel.bin", build, 600.0)
+    observed = ("nvrtc_kernel", base, arch, {filename: source, **headers}, opts)
+    try:
+        meta, hit, waited = cache.get_or_build(key, "kernel.bin", build, 600.0)
+    except CompileError as exc:
+        hooks.report(*observed, error=exc, kernel=name)
+        raise
+    hooks.report(*observed, meta=meta, cache_hit=hit, kernel=name)
     info = BuildInfo(
         key=key,
         cache_hit=hit,
