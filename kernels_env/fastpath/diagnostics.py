@@ -223,7 +223,8 @@ def parse_diagnostics(
     Each is a dict with ``file`` (the user's name for it, via ``path_map``; None when the tool gives no
     file, e.g. ptxas and the linker), ``line`` and ``column`` (1-based or None), ``severity`` (error,
     warning, remark, note), ``message``, ``tool`` and, where given, ``code`` (EDG's diagnostic number),
-    ``source`` (the offending line) and ``context`` (instantiation notes). ``sources`` (display name -> text) refines EDG columns.
+    ``source`` (the offending line) and ``context`` (instantiation notes). ``sources`` (display name ->
+    text) refines EDG columns.
     """
     path_map = dict(path_map or {})
     sources = dict(sources or {})
