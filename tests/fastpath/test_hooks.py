@@ -59,3 +59,17 @@ def test_a_failing_observer_never_breaks_a_build(fp_cache, build_only, monkeypat
     monkeypatch.setattr(hooks, "_observers", [broken])
     lib = cuda_library({"relu.cu": RELU_CU}, name="relu")
     assert lib.resource_usage
+
+
+def test_nvrtc_cubin_is_stored_whole(fp_cache, build_only):
+    """CuPy's getCUBIN drops the image's last byte; the cached cubin must be a complete ELF (the SASS tools
+    reject a truncated one): its program and section header tables end inside the file."""
+    import struct
+
+    with observe_builds() as builds:
+        nvrtc_kernel(RELU_CU.split("extern")[0], "relu_kernel")
+    data = open(builds[0].artifact, "rb").read()
+    assert data[:4] == b"\x7fELF"
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
+    assert phoff + phentsize * phnum <= len(data) and shoff + shentsize * shnum <= len(data)
