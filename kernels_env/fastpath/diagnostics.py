@@ -212,6 +212,11 @@ def _edg_column(printed: str, caret_line: str, original: str | None) -> int | No
     return None
 
 
+def _starts_diagnostic(line: str) -> bool:
+    """A line that opens a new diagnostic (ends an EDG message's echoed source / context block)."""
+    return any(p.match(line) for p in (_EDG, _GCC, _PTXAS, _NVCC))
+
+
 def parse_diagnostics(
     text: str,
     tool: str = "nvcc",
@@ -255,7 +260,7 @@ def parse_diagnostics(
             continue
         if m := _EDG.match(line):
             block = []
-            while i < len(lines) and lines[i].strip() and not _EDG.match(lines[i]):
+            while i < len(lines) and lines[i].strip() and not _starts_diagnostic(lines[i]):
                 block.append(lines[i])
                 i += 1
             file = name_of(m.group("file"))

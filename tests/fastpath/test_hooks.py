@@ -3,6 +3,8 @@ fast-path builds, for successes (fresh and cached) and failures, with real nvcc 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kernels_env.fastpath import CompileError, cuda_library, nvrtc_kernel
@@ -68,7 +70,7 @@ def test_nvrtc_cubin_is_stored_whole(fp_cache, build_only):
 
     with observe_builds() as builds:
         nvrtc_kernel(RELU_CU.split("extern")[0], "relu_kernel")
-    data = open(builds[0].artifact, "rb").read()
+    data = Path(builds[0].artifact).read_bytes()
     assert data[:4] == b"\x7fELF"
     phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
     phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
