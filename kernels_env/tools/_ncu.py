@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ._ptxas import short_kernel_name
+from ._resources import short_kernel_name
 
 NVTX_RANGE = "kernels_env_profile"
 # torch.cuda._sleep launches ``spin_kernel``: the marker between the reference's and the candidate's launches.

@@ -152,29 +152,32 @@ def _run_ncu(args: dict, ctx: ToolContext, which: str, iters: int, warmup: int, 
 
 
 def _events(args: dict, ctx: ToolContext, device: str, warmup: int, iters: int, with_reference: bool) -> dict:
+    from ._candidate import build_model, load_candidate, load_reference, resolve_candidate, task_inputs
     from ._events import profile_forward
-    from ._load import build, in_directory, load_reference, load_solution, make_inputs, resolve_solution
 
-    ref = load_reference(args["reference"])
+    problem = load_reference(args["reference"])
+    _, cls = load_candidate(resolve_candidate(args["solution"]))
     out = {}
-    if with_reference:
-        ctx.check_time("profiling the reference")
-        out["reference"] = profile_forward(
-            build(ref, ref.Model, device), make_inputs(ref, device), device=device, warmup=warmup, iters=iters
-        )
-    sol = resolve_solution(args["solution"])
-    with in_directory(sol.root):
-        cls = load_solution(sol).ModelNew
-        ctx.check_time("profiling the candidate")
-        out["candidate"] = profile_forward(
-            build(ref, cls, device), make_inputs(ref, device), device=device, warmup=warmup, iters=iters
+    runs = ([("reference", problem.Model)] if with_reference else []) + [("candidate", cls)]
+    for side, model_cls in runs:
+        ctx.check_time(f"profiling the {side}")
+        model = build_model(problem, model_cls, device)
+        out[side] = profile_forward(
+            model, task_inputs(problem, device), device=device, warmup=warmup, iters=iters
         )
     return out
 
 
 def roofline_block(args: dict, cuda: bool, measured_us: float | None) -> dict:
-    from ._load import load_reference
-    from ._roofline import count_reference, distance, floor, measure_ceilings, nominal_ceilings
+    from ._candidate import load_reference
+    from ._roofline import (
+        cached_ceilings,
+        count_reference,
+        distance,
+        floor,
+        measure_ceilings,
+        nominal_ceilings,
+    )
 
     counts = count_reference(load_reference(args["reference"]))
     out = {"counts": {k: v for k, v in counts.items() if k != "ops"}, "top_ops": counts["ops"][:8]}
@@ -187,8 +190,9 @@ def roofline_block(args: dict, cuda: bool, measured_us: float | None) -> dict:
             import torch
 
             ceilings = nominal_ceilings(torch.cuda.get_device_name())
-    elif args.get("device_name"):
-        ceilings = nominal_ceilings(args["device_name"])
+    elif args.get("device_name"):  # without a GPU: this device's measured ceilings if cached, else its spec
+        ceilings = cached_ceilings(args.get("cache_dir"), args["device_name"])
+        ceilings = ceilings or nominal_ceilings(args["device_name"])
     if ceilings:
         out["ceilings"] = ceilings
         out["floor"] = floor(counts, ceilings)
