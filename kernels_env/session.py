@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from .tools._context import DEFAULT_TIME_S
+
 REFERENCE_NAME = "model.py"
 SOLUTION_NAME = "model_new.py"
 WRITABLE_DIRS = ("kernels",)
@@ -47,9 +49,7 @@ class WorkspaceLimits:
 class SessionToolLimits:
     """Per-tool limits the agent's calls run under (agents cannot raise them)."""
 
-    time_s: dict = field(
-        default_factory=lambda: {"compile": 180.0, "profile": 120.0, "sanitize": 300.0, "roofline": 60.0}
-    )
+    time_s: dict = field(default_factory=lambda: dict(DEFAULT_TIME_S))
     max_output_bytes: int = 16_000
 
     def for_tool(self, name: str) -> dict:
