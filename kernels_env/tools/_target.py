@@ -1,11 +1,13 @@
-"""The process that ncu / compute-sanitizer launch: build the models, warm up, run the measured forwards.
+"""The process that ncu / compute-sanitizer launch (and the cheap profile on a GPU): build the models, warm
+up, run the measured forwards.
 
 ``python -m kernels_env.tools._target --reference R --solution S --which candidate|reference|both
---mode range|once [--warmup N] [--iters N] --result FILE``. The reference and the candidate are loaded by
-the sandbox's loader and fed the harness's inputs (``_candidate``). In ``range`` mode the measured forwards
-run inside the NVTX push/pop range the profiler filters on, after a device synchronisation, so warm-up, JIT
-and autotuning launches are never profiled; between the reference's and the candidate's launches a marker
-kernel splits the profile. It writes a JSON status to ``--result`` (its stdout belongs to the candidate).
+--mode range|once|events [--warmup N] [--iters N] --result FILE``. The reference and the candidate are
+loaded by the sandbox's loader and fed the harness's inputs (``_candidate``). In ``range`` mode the measured
+forwards run inside the NVTX push/pop range the profiler filters on, after a device synchronisation, so
+warm-up, JIT and autotuning launches are never profiled; a marker kernel between the reference's and the
+candidate's launches splits the profile. ``events`` mode runs the cheap profile (``_events``) of each model.
+It writes a JSON status to ``--result`` (its stdout belongs to the candidate).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", required=True)
     ap.add_argument("--solution")
     ap.add_argument("--which", choices=("candidate", "reference", "both"), default="candidate")
-    ap.add_argument("--mode", choices=("range", "once"), default="range")
+    ap.add_argument("--mode", choices=("range", "once", "events"), default="range")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--iters", type=int, default=1)
     ap.add_argument("--device", default="cuda")
@@ -53,25 +55,16 @@ def main(argv: list[str] | None = None) -> int:
             (label, build_model(problem, cls, a.device), task_inputs(problem, a.device))
             for label, cls in runs
         ]
-        status["stage"] = "warmup"
-        with torch.no_grad():
-            for _label, model, inputs in built:
-                for _ in range(a.warmup if a.mode == "range" else 0):
-                    model(*inputs)
-            _sync(torch, a.device)
+        if a.mode == "events":  # the cheap profile (PyTorch profiler) of each model, in this fresh process
+            from ._events import profile_forward
+
             status["stage"] = "forward"
-            if a.mode == "range":
-                torch.cuda.nvtx.range_push(NVTX_RANGE)
-            for i, (label, model, inputs) in enumerate(built):
-                if i and a.mode == "range":
-                    torch.cuda._sleep(MARKER_CYCLES)
-                t0 = time.perf_counter()
-                for _ in range(a.iters):
-                    model(*inputs)
-                _sync(torch, a.device)
-                status[f"{label}_forward_s"] = time.perf_counter() - t0
-            if a.mode == "range":
-                torch.cuda.nvtx.range_pop()
+            status["events"] = {
+                label: profile_forward(model, inputs, device=a.device, warmup=a.warmup, iters=a.iters)
+                for label, model, inputs in built
+            }
+        else:
+            _forwards(torch, built, a, status)
         status.update(ok=True, stage="done")
     except CandidateError as e:
         status["error"] = str(e)
@@ -82,6 +75,29 @@ def main(argv: list[str] | None = None) -> int:
     with open(a.result, "w") as f:
         json.dump(status, f)
     return 0 if status["ok"] else 1
+
+
+def _forwards(torch, built: list, a: argparse.Namespace, status: dict) -> None:
+    """Warm-up, then the measured forwards (in ``range`` mode inside the NVTX range, split by a marker)."""
+    status["stage"] = "warmup"
+    with torch.no_grad():
+        for _label, model, inputs in built:
+            for _ in range(a.warmup if a.mode == "range" else 0):
+                model(*inputs)
+        _sync(torch, a.device)
+        status["stage"] = "forward"
+        if a.mode == "range":
+            torch.cuda.nvtx.range_push(NVTX_RANGE)
+        for i, (label, model, inputs) in enumerate(built):
+            if i and a.mode == "range":
+                torch.cuda._sleep(MARKER_CYCLES)
+            t0 = time.perf_counter()
+            for _ in range(a.iters):
+                model(*inputs)
+            _sync(torch, a.device)
+            status[f"{label}_forward_s"] = time.perf_counter() - t0
+        if a.mode == "range":
+            torch.cuda.nvtx.range_pop()
 
 
 def _sync(torch, device):

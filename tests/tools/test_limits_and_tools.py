@@ -244,3 +244,28 @@ def test_profiling_target_runs_reference_then_candidate_on_cpu(tmp_path):
     status = json.loads(res.read_text())
     assert out.returncode == 1 and not status["ok"] and "boom at import" in status["error"]
     assert status["diagnostic"]["line"] == 1
+
+
+def test_cheap_profile_in_a_fresh_process(tmp_path):
+    """On a GPU the cheap profile runs in ``_target --mode events`` (CUPTI never attaches to a worker); the
+    same path on CPU: results come back, and a candidate that does not import is a diagnostic."""
+    from kernels_env.tools import ToolContext
+    from kernels_env.tools._candidate import CandidateError
+    from kernels_env.tools._profile import _events_in_target
+
+    sol = tmp_path / "sol.py"
+    sol.write_text(
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n"
+    )
+    args = {"reference": str(PROBLEMS / "ref_small.py"), "solution": str(sol)}
+    ctx = ToolContext()
+    try:
+        out = _events_in_target(args, ctx, 1, 2, True, "cpu")
+        assert out["candidate"]["kernels"][0]["short_name"] == "aten::add"
+        assert out["reference"]["kernels"][0]["short_name"] == "aten::mul"
+        sol.write_text("import torch\nx = (\n")
+        with pytest.raises(CandidateError) as err:
+            _events_in_target(args, ctx, 1, 2, False, "cpu")
+        assert err.value.diagnostic["line"] == 2 and "SyntaxError" in err.value.diagnostic["message"]
+    finally:
+        ctx.cleanup()
