@@ -15,8 +15,7 @@ def short_kernel_name(name: str) -> str:
     running a demangler; unmangled (``extern "C"``) and demangled names (``void foo<4>(float*)``) are trimmed.
     """
     if not name.startswith("_Z"):
-        base = name.split("(")[0].strip()
-        return base.split(" ")[-1] if " " in base else base
+        return _short_demangled(name)
     rest = name[2:]
     nested = rest.startswith("N")
     if nested:
@@ -33,6 +32,28 @@ def short_kernel_name(name: str) -> str:
         if not nested or rest.startswith("I"):  # template arguments: keep the readable prefix
             break
     return "::".join(parts) if parts else name
+
+
+def _short_demangled(name: str, max_template: int = 48) -> str:
+    """``void native::k<4, F<float>, std::array<char *, 3>>(int, T2, T3)`` -> ``native::k<4, F<float>, ...>``:
+    no return type or parameters (split at top level, outside ``<>``), long template arguments cut."""
+    name = name.replace("(anonymous namespace)", "{anonymous}")
+    depth, cut, start = 0, len(name), 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0 and ch == "(" and i > 0:
+            cut = i
+            break
+        elif depth == 0 and ch == " ":
+            start = i + 1  # what came before was a return type or qualifier
+    base = name[start:cut].strip() or name.strip()
+    lt = base.find("<")
+    if lt >= 0 and len(base) - lt > max_template:
+        base = base[: lt + max_template].rstrip(", ") + ", ...>"
+    return base
 
 
 def resource_records(resources: list[KernelResources]) -> list[dict]:
