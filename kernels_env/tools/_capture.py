@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,3 +228,28 @@ def find_triton_functions(modules: list) -> list:
             if fn is None:
                 break
     return found
+
+
+def source_locator(cap: Capture, py_files: dict[str, str]):
+    """``locate(file, line, kernel) -> (python file, line) | None``: where a location a CUDA tool reports
+    (compute-sanitizer with ``-lineinfo``: ``scale.cu:4``, or CuPy's ``<sha1>.cubin.cu:4``) sits in the
+    candidate's Python file, for kernels whose source is a string there. The kernel's source is found by the
+    file name the build used, else as the one source that defines the reported kernel."""
+    units = list(cap.units)
+    for ev in cap.fastpath:
+        for name, text in ev.sources.items():
+            where = anchor(py_files, text)
+            if where is not None:
+                units.append(CudaUnit(name, text, "fastpath", segments=[(1, text.count("\n") + 1, *where)]))
+
+    def locate(file: str | None, line: int | None, kernel: str | None) -> tuple[str, int] | None:
+        if not file or not line:
+            return None
+        base = Path(file).name
+        named = [u for u in units if Path(u.display).name == base]
+        if not named and kernel:
+            short = kernel.split("(")[0].split("::")[-1].split("<")[0]
+            named = [u for u in units if re.search(rf"__global__[^;{{]*\b{re.escape(short)}\s*\(", u.source)]
+        return named[0].map_line(line) if len(named) == 1 else None
+
+    return locate

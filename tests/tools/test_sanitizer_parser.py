@@ -91,3 +91,30 @@ def test_real_sanitizer_outputs():
     for tool in ("memcheck", "racecheck", "initcheck"):
         clean = rep(f"sanitizer_{tool}_clean.log", tool)
         assert clean["clean"] and clean["completed"] and not clean["findings"], tool
+
+
+@needs_real
+def test_real_findings_point_at_the_candidates_python_lines():
+    """The sanitizer names the kernel source (``<sha1>.cubin.cu:5`` from CuPy, ``reverse_race.cu:5`` from the
+    fast path); the tool maps it to the line of the string in the solution the agent edits."""
+    from conftest import PROBLEMS
+
+    from kernels_env.tools._candidate import resolve_candidate
+    from kernels_env.tools._capture import capture, source_locator
+    from kernels_env.tools._sanitize import _to_python_lines
+
+    race = parse_sanitizer((REAL / "sanitizer_racecheck_race.log").read_text(), "racecheck")
+    c = resolve_candidate(PROBLEMS / "sol_race.py")
+    locate = source_locator(capture(c), c.python_files())
+    (f,) = race["findings"]
+    _to_python_lines(f, locate)
+    lines = (PROBLEMS / "sol_race.py").read_text().splitlines()
+    assert (f["file"], f["unit_line"], f["other"]["file"]) == ("sol_race.py", 5, "sol_race.py")
+    assert lines[f["line"] - 1].strip().startswith("buf[t] = ")
+    assert lines[f["other"]["line"] - 1].strip() == "float v = buf[255 - t];"
+    named = {"file": "reverse_race.cu", "line": 7, "kernel": "reverse_race"}  # the fast path's own file name
+    _to_python_lines(named, locate)
+    assert named["file"] == "sol_race.py" and named["line"] == f["other"]["line"]
+    elsewhere = {"file": "other.cu", "line": 3, "kernel": "unknown_kernel"}
+    _to_python_lines(elsewhere, locate)
+    assert elsewhere == {"file": "other.cu", "line": 3, "kernel": "unknown_kernel"}
