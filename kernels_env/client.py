@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from . import devices
-from .build import detect_backends
 from .config import JudgeConfig, SandboxConfig
 from .presets import resolve
 from .protocol import BaselineRequest, CompileRequest, EvaluateRequest, Source
@@ -215,6 +214,7 @@ class SandboxClient:
         return fit_response(resp, lim.max_output_bytes)
 
     def _tool(self, name, args, lim, ref, sol, started) -> dict[str, Any]:
+        from .build import detect_backends
         from .protocol import ToolRequest
         from .tools import error_response
         from .tools._serve import grace_s, killed_response
