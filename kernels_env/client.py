@@ -5,6 +5,7 @@
     with SandboxClient(SandboxConfig(device="auto")) as sb:
         res = sb.evaluate(reference=REF, solution=SOL, judge=JudgeConfig())  # the result (docs/sandbox.md)
         base = sb.baseline(reference=REF)  # eager / compile / max-autotune timings
+        prof = sb.tool("profile", {"reference": REF, "solution": SOL})  # diagnostics (docs/tools.md)
 
 Candidates never run in this process: a compile stage imports them on CPU worker processes with the GPU
 hidden (every kernel build is cached there), then a run worker on the device checks correctness and times
@@ -169,6 +170,126 @@ class SandboxClient:
         settings = resolve(judge or self.default_judge, self.device)
         names = {"problem": problem or display_stem(ref), "solution": solution_name or sol.name}
         return self._executor.submit(self._evaluate, ref, sol, settings, names)
+
+    def tool(self, name: str, args: dict | None = None, limits: dict | None = None) -> dict[str, Any]:
+        """Run a diagnostic tool (``compile``, ``profile``, ``sanitize``, ``roofline``; docs/tools.md) in the
+        sandbox's workers and return its response: ``{"protocol", "tool", "ok", "result", "text", "error",
+        "elapsed_s", "truncated"}``.
+
+        ``args``: the tool's JSON arguments; ``reference`` / ``solution`` are a path, the source text or (a
+        solution) a workspace directory, read now in the caller's thread. ``limits``: ``time_s`` and
+        ``max_output_bytes`` (per-tool defaults, ``kernels_env.tools.DEFAULT_TIME_S``); the whole call,
+        building included, is bounded by ``time_s`` plus a short grace, and the response by
+        ``max_output_bytes``. GPU tools (profile, sanitize, Triton compile reports) run on the run worker
+        after the compile stage built the candidate's kernels (cached); compile and roofline run in a forked
+        child of a compile worker. Never raises for a bad request or a failing candidate (the response says
+        why); ``SandboxError`` only when the sandbox itself cannot work.
+        """
+        from .tools import TOOLS, ToolError, ToolLimits, error_response
+
+        started = time.perf_counter()
+        if name not in TOOLS:
+            return error_response(name, f"unknown tool {name!r}; available: {sorted(TOOLS)}")
+        if args is not None and not isinstance(args, dict):
+            return error_response(name, "args must be a JSON object")
+        try:
+            lim = ToolLimits.from_dict(limits, name)
+        except ToolError as exc:
+            return error_response(name, str(exc))
+        args = dict(args or {})
+        try:
+            ref = read_source(args.pop("reference"), "reference") if args.get("reference") else None
+            sol = (
+                read_source(args.pop("solution"), "solution", allow_workspace=True)
+                if args.get("solution")
+                else None
+            )
+        except (OSError, ValueError) as exc:
+            return error_response(name, str(exc))
+        self.start()
+        resp = self._tool(name, args, lim, ref, sol, started)
+        resp.pop("duration_s", None)
+        resp["elapsed_s"] = round(time.perf_counter() - started, 3)
+        from .tools._registry import fit_response
+
+        return fit_response(resp, lim.max_output_bytes)
+
+    def _tool(self, name, args, lim, ref, sol, started) -> dict[str, Any]:
+        from .build import detect_backends
+        from .protocol import ToolRequest
+        from .tools import error_response
+        from .tools._serve import grace_s, killed_response
+
+        texts = ([sol.text] if sol.text is not None else list((sol.files or {}).values())) if sol else []
+        backends = set(detect_backends(texts, []))
+        gpu = name in ("profile", "sanitize") or (
+            name == "compile" and self.device == "cuda" and "triton" in backends
+        )
+        args["cache_dir"] = str(self.cache_dir)  # the tools' own cache (measured roofline ceilings)
+        if name == "roofline" and self.device == "cuda":
+            args.setdefault("device_name", self.environment.get("gpu"))
+        env = (
+            self._request_env(sol) if sol else {**self._cache_env(), "KERNELS_ENV_CUDA_ARCH": self.cuda_arch}
+        )
+        request_id = uuid.uuid4().hex[:12]
+        workdir = self._tmp / f"tool-{request_id}"
+        try:
+            if (
+                gpu
+                and ref is not None
+                and sol is not None
+                and backends & {"fastpath", "load_inline", "cpp_extension"}
+            ):
+                # Build on a compile worker first (cached), so the GPU worker never waits on a compiler.
+                budget = min(self.config.compile_timeout_s, lim.time_s)
+                build = CompileRequest(
+                    id=request_id,
+                    reference=ref,
+                    solution=sol,
+                    workdir=str(workdir),
+                    timeout_s=budget,
+                    env=env,
+                )
+                try:
+                    with self._compile.acquire() as worker:
+                        report = worker.call(build, budget + 60).payload
+                except WorkerFailure as exc:
+                    return _tool_failure(name, exc, lim.time_s, time.perf_counter() - started)
+                if report.get("status") != "ok":
+                    return _build_failed(name, report)
+            left = lim.time_s - (time.perf_counter() - started)
+            if left < 1.0:
+                return killed_response(name, lim.time_s, time.perf_counter() - started)
+            request = ToolRequest(
+                id=request_id,
+                tool=name,
+                args=args,
+                limits={"time_s": left, "max_output_bytes": lim.max_output_bytes},
+                workdir=str(workdir),
+                reference=ref,
+                solution=sol,
+                env=env,
+            )
+            pool = self._run if gpu else self._compile
+            try:
+                with pool.acquire() as worker:
+                    reply = worker.call(request, left + grace_s(left) + (0 if gpu else 30))
+            except WorkerFailure as exc:
+                return _tool_failure(name, exc, lim.time_s, time.perf_counter() - started)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        resp = reply.payload
+        if resp.get("killed"):  # the host's limit was what was left of the caller's: report the caller's
+            return killed_response(name, lim.time_s, time.perf_counter() - started, resp.get("log_tail", ""))
+        if resp.get("harness_error"):
+            raise SandboxError(
+                f"the {'run' if gpu else 'compile'} worker failed on its own: {resp['harness_error']}"
+            )
+        if reply.fatal:
+            resp.setdefault("warnings", []).append(
+                f"the device was left unusable ({resp.get('device_error')}); the worker was replaced"
+            )
+        return resp if "tool" in resp else {**error_response(name, "malformed tool response"), "raw": resp}
 
     def baseline(self, reference: Any, judge: JudgeConfig | None = None) -> dict[str, Any]:
         """Timings of the reference in each of the judge's baseline modes (disk-cached)."""
@@ -344,6 +465,40 @@ def speedups(candidate: dict, baselines: dict[str, dict], comparable: bool) -> d
         t0 = base.get("median_ms")
         out[mode] = t0 / max(candidate["median_ms"], MIN_CANDIDATE_MS) if comparable and t0 else None
     return out
+
+
+def _tool_failure(name: str, exc: WorkerFailure, time_s: float, elapsed_s: float) -> dict[str, Any]:
+    """The response when the worker hosting a tool was killed (time, memory, output) or died."""
+    from .tools import error_response
+    from .tools._serve import killed_response
+
+    if exc.kind == "timeout":
+        return killed_response(name, time_s, elapsed_s, exc.log_tail)
+    what = {"crash": "the tool's process crashed", "memory": "killed", "output": "killed"}.get(
+        exc.kind, "failed"
+    )
+    resp = error_response(name, f"{what}: {exc.detail}")
+    if exc.log_tail:
+        resp["log_tail"] = exc.log_tail[-2000:]
+    return resp
+
+
+def _build_failed(name: str, report: dict[str, Any]) -> dict[str, Any]:
+    """The response when the compile stage before a GPU tool found the candidate does not build."""
+    from .tools import error_response
+
+    if report.get("problem_error"):
+        return error_response(name, f"the reference cannot be used: {report['problem_error']}")
+    resp = error_response(
+        name, f"the candidate does not build ({report.get('status')}): {report.get('error')}"
+    )
+    compiler = [m for m in report.get("messages", []) if m.get("kind") == "compiler"]
+    resp["diagnostics"] = [
+        {k: m.get(k) for k in ("file", "line", "column", "severity", "message")} for m in compiler
+    ]
+    hint = "  (the compile tool maps these to the lines of your files)"
+    resp["text"] = "\n".join([resp["text"], *("  " + m["text"] for m in compiler[1:10]), hint])
+    return resp
 
 
 def _failure(exc: WorkerFailure, stage: str, limit: float) -> dict[str, Any]:

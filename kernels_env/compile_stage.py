@@ -16,6 +16,8 @@ import select
 import signal
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +70,55 @@ def serve(req: CompileRequest) -> dict[str, Any]:
     """Fork a child for ``req`` and wait for its report, at most ``req.timeout_s`` seconds."""
     workdir = Path(req.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    log_path = workdir / "compile.log"
+
+    def failed(exc: BaseException) -> dict[str, Any]:
+        return {
+            "status": COMPILE_ERROR,
+            "error": f"compile stage failed: {type(exc).__name__}: {exc}",
+            "messages": [message("traceback", truncate(traceback.format_exc()))],
+        }
+
+    run = run_forked(lambda: compile_in_child(req), failed, req.timeout_s, workdir / "compile.log")
+    if run.timed_out:
+        return {
+            "status": TIMEOUT,
+            "error": f"compile stage exceeded {req.timeout_s:g} s (killed)",
+            "messages": [message("log", run.log_tail)] if run.log_tail else [],
+            "duration_s": run.duration_s,
+        }
+    report = run.report
+    if report is None:
+        report = {
+            "status": COMPILE_ERROR,
+            "error": f"importing the solution crashed the process ({run.exit})",
+            "messages": [message("log", run.log_tail)] if run.log_tail else [],
+        }
+    elif run.log_tail and report.get("status") not in (None, "ok"):
+        report.setdefault("messages", []).append(message("log", run.log_tail))
+    report["duration_s"] = run.duration_s
+    return report
+
+
+@dataclass
+class Forked:
+    """How a forked child ended: its report (None if it died without one), a timeout, its exit."""
+
+    report: dict[str, Any] | None
+    timed_out: bool
+    exit: str  # "exit code N" or "signal SIGSEGV"
+    log_tail: str  # the end of what the child printed (stdout and stderr)
+    duration_s: float
+
+
+def run_forked(
+    fn: Callable[[], dict[str, Any]],
+    on_error: Callable[[BaseException], dict[str, Any]],
+    timeout_s: float,
+    log_path: Path,
+) -> Forked:
+    """Run ``fn`` in a forked child in its own session (stdout/stderr to ``log_path``), its JSON report sent
+    through a pipe; after ``timeout_s`` seconds kill the child's whole process group (nvcc, ninja, ...).
+    An exception in ``fn`` becomes ``on_error(exc)``. Call from a single-threaded worker's main thread."""
     read_fd, write_fd = os.pipe()
     started = time.perf_counter()
     pid = os.fork()
@@ -83,13 +133,9 @@ def serve(req: CompileRequest) -> dict[str, Any]:
             os.dup2(log, 2)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
-            report = compile_in_child(req)
+            report = fn()
         except BaseException as exc:  # the child must always report and exit
-            report = {
-                "status": COMPILE_ERROR,
-                "error": f"compile stage failed: {type(exc).__name__}: {exc}",
-                "messages": [message("traceback", truncate(traceback.format_exc()))],
-            }
+            report = on_error(exc)
             code = 1
         try:
             data = json.dumps(report, default=str).encode()
@@ -100,7 +146,7 @@ def serve(req: CompileRequest) -> dict[str, Any]:
             os._exit(code)
     os.close(write_fd)
     chunks: list[bytes] = []
-    deadline = started + req.timeout_s
+    deadline = started + timeout_s
     timed_out = False
     while True:
         remaining = deadline - time.perf_counter()
@@ -118,34 +164,20 @@ def serve(req: CompileRequest) -> dict[str, Any]:
         pid
     )  # on timeout, and leftovers the child started in the background (the zombie holds the id)
     _, status = os.waitpid(pid, 0)
-    log_tail = _tail(log_path)
-    duration = round(time.perf_counter() - started, 3)
-    if timed_out:
-        return {
-            "status": TIMEOUT,
-            "error": f"compile stage exceeded {req.timeout_s:g} s (killed)",
-            "messages": [message("log", log_tail)] if log_tail else [],
-            "duration_s": duration,
-        }
     try:
-        report = json.loads(b"".join(chunks)) if chunks else None
+        report = json.loads(b"".join(chunks)) if chunks and not timed_out else None
     except ValueError:
         report = None
-    if report is None:
-        how = (
-            f"signal {signal.Signals(-os.waitstatus_to_exitcode(status)).name}"
-            if os.WIFSIGNALED(status)
-            else (f"exit code {os.waitstatus_to_exitcode(status)}")
-        )
-        report = {
-            "status": COMPILE_ERROR,
-            "error": f"importing the solution crashed the process ({how})",
-            "messages": [message("log", log_tail)] if log_tail else [],
-        }
-    elif log_tail and report.get("status") not in (None, "ok"):
-        report.setdefault("messages", []).append(message("log", log_tail))
-    report["duration_s"] = duration
-    return report
+    code = os.waitstatus_to_exitcode(status)
+    exit_text = f"signal {_signal_name(-code)}" if code < 0 else f"exit code {code}"
+    return Forked(report, timed_out, exit_text, _tail(log_path), round(time.perf_counter() - started, 3))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
 
 
 def _die_with_parent() -> None:
@@ -157,8 +189,9 @@ def _die_with_parent() -> None:
 
 
 def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    from .processes import kill_tree
+
+    kill_tree(pid)
 
 
 def _tail(path: Path, limit: int = 3000) -> str:

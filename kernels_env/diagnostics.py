@@ -1,59 +1,39 @@
 """Turn compiler output and Python tracebacks into compact, structured messages for the agent.
 
-Compiler diagnostics are dicts ``{file, line, column, severity, message}`` parsed from gcc/clang, nvcc (EDG
-front end), NVRTC, ptxas and ld output. Tracebacks are trimmed to the candidate's own frames plus the frame
-that raised, with harness paths replaced by the names the candidate knows.
+Compiler diagnostics are dicts ``{file, line, column, severity, message}`` parsed (by the fast path's
+parser) from gcc/clang, nvcc (EDG front end), NVRTC, ptxas and ld output. Tracebacks are trimmed to the
+candidate's own frames plus the frame that raised, with harness paths replaced by the names the candidate
+knows.
 """
 
 from __future__ import annotations
 
-import re
 import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 MAX_DIAGNOSTICS = 30
 MAX_TEXT = 4000
-
-_GCC = re.compile(
-    r"^(?P<file>[^\s:][^:\n]*?):(?P<line>\d+):(?:(?P<column>\d+):)?\s*"
-    r"(?P<severity>fatal error|error|warning|note|remark):\s*(?P<message>.*)$"
-)
-_EDG = re.compile(
-    r"^(?P<file>[^\s(][^(\n]*?)\((?P<line>\d+)\):\s*(?P<severity>catastrophic error|error|warning|remark)"
-    r"(?:\s*#[\w-]+)?:\s*(?P<message>.*)$"
-)
-_PTXAS = re.compile(r"^ptxas\s*(?P<severity>fatal|error|warning)\s*:\s*(?P<message>.*)$")
-_LD = re.compile(r"^(?:/\S*/)?ld(?:\.\w+)?:\s*(?P<message>.*)$")
+FIELDS = ("file", "line", "column", "severity", "message")
 
 # load_inline prepends implicit headers to the sources it writes; map lines back to the candidate's strings.
 LOAD_INLINE_OFFSETS = {"cuda.cu": (3, "cuda_sources"), "main.cpp": (1, "cpp_sources")}
 
 
 def parse_compiler_output(text: str, aliases: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """Every diagnostic in ``text`` (errors first), at most ``MAX_DIAGNOSTICS``; ``aliases`` renames paths."""
+    """Every diagnostic in ``text`` (errors first), at most ``MAX_DIAGNOSTICS``; ``aliases`` renames paths.
+
+    The parsing is the fast path's (``kernels_env.fastpath.diagnostics.parse_diagnostics``: nvcc/EDG, NVRTC,
+    gcc/clang, gas, ptxas, nvlink, ld); here each diagnostic keeps the result schema's five fields, a
+    diagnostic without a file is named after its tool (``ptxas``, ``ld``), and paths are renamed.
+    """
+    from .fastpath.diagnostics import parse_diagnostics
+
     found: list[dict[str, Any]] = []
     seen: set[tuple] = set()
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        diag = None
-        for pattern in (_EDG, _GCC):
-            m = pattern.match(line)
-            if m:
-                diag = {
-                    "file": m["file"].strip(),
-                    "line": int(m["line"]),
-                    "column": int(m["column"]) if m.groupdict().get("column") else None,
-                    "severity": _severity(m["severity"]),
-                    "message": m["message"].strip(),
-                }
-                break
-        if diag is None and (m := _PTXAS.match(line)):
-            diag = _plain("ptxas", _severity(m["severity"]), m["message"])
-        if diag is None and (m := _LD.match(line)) and not line.startswith("ld returned"):
-            diag = _plain("ld", "error", m["message"])
-        if diag is None:
-            continue
+    for parsed in parse_diagnostics(text):
+        diag = {k: parsed.get(k) for k in FIELDS}
+        diag["file"] = diag["file"] or parsed.get("tool") or "?"
         _rename(diag, aliases or {})
         key = (diag["file"], diag["line"], diag["severity"], diag["message"])
         if key not in seen:
@@ -62,15 +42,6 @@ def parse_compiler_output(text: str, aliases: Mapping[str, str] | None = None) -
     order = {"error": 0, "warning": 1, "note": 2, "remark": 3}
     found.sort(key=lambda d: order.get(d["severity"], 4))
     return found[:MAX_DIAGNOSTICS]
-
-
-def _plain(file: str, severity: str, message: str) -> dict[str, Any]:
-    return {"file": file, "line": None, "column": None, "severity": severity, "message": message.strip()}
-
-
-def _severity(word: str) -> str:
-    word = word.lower()
-    return "error" if word in ("fatal error", "catastrophic error", "fatal") else word
 
 
 def _rename(diag: dict[str, Any], aliases: Mapping[str, str]) -> None:
@@ -89,12 +60,10 @@ def _rename(diag: dict[str, Any], aliases: Mapping[str, str]) -> None:
 
 
 def format_diagnostic(d: Mapping[str, Any]) -> str:
-    where = (
-        d["file"]
-        + (f":{d['line']}" if d.get("line") else "")
-        + (f":{d['column']}" if d.get("column") else "")
-    )
-    return f"{where}: {d['severity']}: {d['message']}"
+    """``file:line:column: severity: message`` (the fast path's format)."""
+    from .fastpath.diagnostics import format_diagnostic as fmt
+
+    return fmt(d)
 
 
 def trim_traceback(exc: BaseException, candidate_files: Iterable[str], aliases: Mapping[str, str]) -> str:

@@ -86,6 +86,26 @@ class BaselineRequest:
 
 
 @dataclass
+class ToolRequest:
+    """Run one diagnostic tool (``kernels_env.tools``: compile, profile, sanitize, roofline).
+
+    ``args`` are the tool's JSON arguments without paths: the worker materialises ``reference`` and
+    ``solution`` under ``workdir`` and passes their paths. ``limits``: ``time_s`` and ``max_output_bytes``.
+    The reply's payload is the tool response (``kernels_env.tools.run_tool``).
+    """
+
+    kind: ClassVar[str] = "tool"
+    id: str
+    tool: str
+    args: dict[str, Any]
+    limits: dict[str, Any]
+    workdir: str
+    reference: Source | None = None
+    solution: Source | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class Progress:
     """A run worker entered a stage of a request (tells a timeout where the candidate hung)."""
 
@@ -112,7 +132,16 @@ class Reply:
 
 MESSAGES: dict[str, type] = {
     cls.kind: cls
-    for cls in (Hello, CompileRequest, EvaluateRequest, BaselineRequest, Progress, Shutdown, Reply)
+    for cls in (
+        Hello,
+        CompileRequest,
+        EvaluateRequest,
+        BaselineRequest,
+        ToolRequest,
+        Progress,
+        Shutdown,
+        Reply,
+    )
 }
 
 

@@ -1,10 +1,16 @@
 """Per-episode agent workspace: the reference and harness files read-only, the files the agent may write,
 and the diagnostic tools callable by name with JSON arguments, each under a time and an output-size limit.
 
-The session itself never runs candidate code: tool calls go through an executor (default: one child process
-per call via ``kernels_env.tools.run_tool_subprocess``; with the sandbox core, its worker's ``tool`` request),
-so the API is the same whichever process hosts the tools. ``evaluate()`` always judges a fresh snapshot of the
-agent's files against the ORIGINAL reference bytes, with the full harness, never trusting earlier tool output.
+    from kernels_env.session import WorkspaceSession
+    with WorkspaceSession("problems/19_ReLU.py", client=sb) as ws:   # sb: a SandboxClient (else one is made)
+        ws.write_file("model_new.py", text)
+        print(ws.call("compile", '{"sass": true}')["text"])
+        verdict = ws.evaluate()
+
+The session never runs candidate code itself: tool calls go to the sandbox client (``SandboxClient.tool``),
+whose workers run each tool on a fresh copy of the workspace, so nothing a candidate does reaches the files
+here. ``evaluate()`` always judges a fresh snapshot of the agent's files against the ORIGINAL reference bytes
+with the full harness (``SandboxClient.evaluate``), never trusting earlier tool output.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .tools._context import DEFAULT_TIME_S
 
 REFERENCE_NAME = "model.py"
 SOLUTION_NAME = "model_new.py"
@@ -40,9 +49,7 @@ class WorkspaceLimits:
 class SessionToolLimits:
     """Per-tool limits the agent's calls run under (agents cannot raise them)."""
 
-    time_s: dict = field(
-        default_factory=lambda: {"compile": 180.0, "profile": 120.0, "sanitize": 300.0, "roofline": 60.0}
-    )
+    time_s: dict = field(default_factory=lambda: dict(DEFAULT_TIME_S))
     max_output_bytes: int = 16_000
 
     def for_tool(self, name: str) -> dict:
@@ -52,14 +59,8 @@ class SessionToolLimits:
 Executor = Callable[[str, dict, dict], dict]
 
 
-def subprocess_executor(name: str, args: dict, limits: dict) -> dict:
-    from .tools import run_tool_subprocess
-
-    return run_tool_subprocess(name, args, limits)
-
-
 def client_executor(client) -> Executor:
-    """Route tool calls through the sandbox client (its worker handles ``tool`` requests)."""
+    """Tool calls through a sandbox client: ``client.tool(name, args, limits)`` (the session's default)."""
 
     def run(name: str, args: dict, limits: dict) -> dict:
         return client.tool(name, args, limits)
@@ -68,6 +69,10 @@ def client_executor(client) -> Executor:
 
 
 class WorkspaceSession:
+    """``client``: the sandbox client tools and the final evaluation go through (default: one made from
+    ``config`` on first use and closed with the session). ``executor(name, args, limits) -> response``
+    replaces the client for tool calls (tests, custom hosts)."""
+
     def __init__(
         self,
         reference: str | os.PathLike,
@@ -77,11 +82,15 @@ class WorkspaceSession:
         initial_files: dict[str, str] | None = None,
         limits: WorkspaceLimits | None = None,
         tool_limits: SessionToolLimits | None = None,
+        client: Any = None,
+        config: Any = None,
         executor: Executor | None = None,
     ):
         self.limits = limits or WorkspaceLimits()
         self.tool_limits = tool_limits or SessionToolLimits()
-        self.executor = executor or subprocess_executor
+        self.executor = executor
+        self._client, self._config, self._own_client = client, config, client is None
+        self.problem = Path(reference).stem
         self._own_root = root is None
         self.root = Path(tempfile.mkdtemp(prefix="kernels_env_ws_") if root is None else root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -275,7 +284,8 @@ class WorkspaceSession:
         restored = self.restore_protected()
         args["reference"] = str(self.root / REFERENCE_NAME)
         args["solution"] = str(self.root)
-        resp = self.executor(tool, args, self.tool_limits.for_tool(tool))
+        run = self.executor or client_executor(self.client)
+        resp = run(tool, args, self.tool_limits.for_tool(tool))
         restored += self.restore_protected()
         if restored:
             resp.setdefault("warnings", []).append(
@@ -286,6 +296,16 @@ class WorkspaceSession:
     def _record(self, tool: str, args: dict, resp: dict) -> dict:
         self.history.append({"tool": tool, "ok": resp.get("ok"), "elapsed_s": resp.get("elapsed_s")})
         return resp
+
+    @property
+    def client(self):
+        """The sandbox client of this session (made on first use unless one was given)."""
+        if self._client is None:
+            from .client import SandboxClient
+            from .config import SandboxConfig
+
+            self._client = SandboxClient(self._config or SandboxConfig())
+        return self._client
 
     # -- final evaluation -----------------------------------------------------------------------------------
     def snapshot(self, dest: str | os.PathLike | None = None) -> Path:
@@ -300,24 +320,25 @@ class WorkspaceSession:
         (dest / REFERENCE_NAME).write_bytes(self._reference_bytes)
         return dest
 
-    def evaluate(self, evaluator: Callable[[str, str], dict] | None = None, **kwargs) -> dict:
-        """Judge a fresh snapshot with the full harness.
-
-        ``evaluator(reference_path, solution_dir)`` defaults to
-        ``kernels_env.client.SandboxClient(...).evaluate``; earlier tool results are never consulted."""
-        snap = self.snapshot()
+    def evaluate(self, evaluator: Callable[[str, str], dict] | None = None, judge: Any = None) -> dict:
+        """Judge a fresh snapshot with the full harness: ``self.client.evaluate`` (with ``judge``, a
+        ``JudgeConfig``), or ``evaluator(reference_path, solution_dir)``. Earlier tool results are never
+        consulted."""
+        tmp = Path(tempfile.mkdtemp(prefix="kernels_env_eval_"))
+        snap = self.snapshot(tmp / self.problem)  # named after the problem: results name the solution so
         try:
-            if evaluator is None:
-                from .client import SandboxClient  # the sandbox core (issue 3)
-                from .config import SandboxConfig
-
-                client = SandboxClient(kwargs.pop("config", None) or SandboxConfig())
-                return client.evaluate(reference=str(snap / REFERENCE_NAME), solution=str(snap), **kwargs)
-            return evaluator(str(snap / REFERENCE_NAME), str(snap))
+            if evaluator is not None:
+                return evaluator(str(snap / REFERENCE_NAME), str(snap))
+            return self.client.evaluate(
+                reference=str(snap / REFERENCE_NAME), solution=str(snap), judge=judge, problem=self.problem
+            )
         finally:
-            shutil.rmtree(snap, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def close(self) -> None:
+        if self._own_client and self._client is not None:
+            self._client.close()
+            self._client = None
         if self._own_root:
             for p in self.root.rglob("*"):
                 if p.is_file() and not p.is_symlink():

@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from . import protocol
+from .processes import kill_tree
 
 POLL_S = 0.05
 MAX_LOG_BYTES = 8 * 2**20  # a worker's log is started afresh beyond this (at its next start)
@@ -110,8 +111,7 @@ class Worker:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid)  # its group and what its tools started in their own sessions (nvcc, ncu)
         with contextlib.suppress(Exception):
             proc.wait(timeout=30)
         for stream in (proc.stdin, proc.stdout):

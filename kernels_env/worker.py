@@ -2,9 +2,10 @@
 
 Speaks the JSON-lines protocol (``kernels_env.protocol``) on its original stdout, which it keeps to itself:
 file descriptor 1 is redirected to stderr so whatever a candidate prints can never corrupt the protocol.
-A run worker handles evaluate and baseline requests on one device; a compile worker forks a child per
-compile request (``kernels_env.compile_stage``). A request that leaves the device unusable (sticky CUDA
-error) is answered with ``fatal: true`` and the worker exits so its supervisor starts a fresh one.
+A run worker handles evaluate, baseline and GPU tool requests on one device; a compile worker forks a child
+per compile request (``kernels_env.compile_stage``) and per CPU tool request (``kernels_env.tools._serve``).
+A request that leaves the device unusable (sticky CUDA error) is answered with ``fatal: true`` and the worker
+exits so its supervisor starts a fresh one.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ def _exit_with_parent() -> None:
         while True:
             time.sleep(1.0)
             if os.getppid() != parent:
+                with contextlib.suppress(Exception):
+                    from .processes import kill_tree
+
+                    kill_tree(os.getpid())  # also what tools started in their own sessions
                 with contextlib.suppress(Exception):
                     os.killpg(os.getpgrp(), signal.SIGKILL)
                 os._exit(1)
@@ -69,13 +74,15 @@ def _serve_compile(send, protocol) -> int:
         with contextlib.suppress(Exception):  # optional: a missing package only costs the child an import
             __import__(optional)
     from .compile_stage import serve
+    from .tools._serve import serve_forked
 
     send(protocol.Hello(role="compile", pid=os.getpid()))
     for line in sys.stdin.buffer:
         msg = protocol.decode(line)
         if isinstance(msg, protocol.Shutdown):
             return 0
-        send(protocol.Reply(id=msg.id, payload=serve(msg)))
+        payload = serve_forked(msg) if isinstance(msg, protocol.ToolRequest) else serve(msg)
+        send(protocol.Reply(id=msg.id, payload=payload))
     return 0
 
 
@@ -115,6 +122,10 @@ def _serve_run(send, protocol, device_name: str) -> int:
                 payload = harness.evaluate(msg, device, progress_for(msg.id))
             elif isinstance(msg, protocol.BaselineRequest):
                 payload = harness.baselines(msg, device, env, progress_for(msg.id))
+            elif isinstance(msg, protocol.ToolRequest):
+                from .tools._serve import serve_in_process
+
+                payload = serve_in_process(msg, progress_for(msg.id))
             else:
                 payload = {"harness_error": f"a run worker does not handle {msg.kind} messages"}
         except Exception:

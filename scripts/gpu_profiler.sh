@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# GPU run of issue 4 (profiler/diagnostics tools), from the repo root with $OUT set. Wall budget ~5 minutes.
-#   1. capture raw ncu / compute-sanitizer outputs (+ versions) -> $OUT/profiler_fixtures.tar.gz
-#      (the lead unpacks it into tests/tools/fixtures/real/; the real-fixture tests then run on CPU)
-#   2. gpu tests of the tools (bottleneck labels, sanitizer catches, Triton, cheap mode)
-#   3. benchmarks/tool_latency.py (time per profile / compile call)
-# Writes $OUT/profiler.log, $OUT/profiler_results.json and $OUT/profiler_fixtures.tar.gz. Each step is
-# bounded by `timeout` and independent of the others.
+# GPU run of issue 4 (profiler/diagnostics tools), from the repo root with $OUT set. Wall budget: 5 minutes
+# (PROFILER_BUDGET_S, default 285 s; every step's `timeout` is cut to what is left).
+#   1. capture raw ncu / compute-sanitizer outputs (+ versions) of the fixture kernels, check the parsers on
+#      them; -> $OUT/profiler_fixtures.tar.gz (`real/`: the lead unpacks it into tests/tools/fixtures/) when
+#      PROFILER_STEPS=capture or when tests/tools/fixtures/real/ is not checked in yet
+#   2. gpu tests of the tools, through the real sandbox client (bottleneck labels, sanitizer catches, Triton)
+#   3. benchmarks/tool_latency.py (time per profile / compile call through the client)
+# PROFILER_STEPS=capture stops after step 1. Writes at most $OUT/profiler.log, $OUT/profiler_results.json and
+# $OUT/profiler_fixtures.tar.gz. Each step is bounded by `timeout` and independent of the others.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 : "${OUT:?set OUT to the output directory}"
+mkdir -p "$OUT"
 PY=${PYTHON:-python3}
+STEPS=${PROFILER_STEPS:-all}
+DEADLINE=$((SECONDS + ${PROFILER_BUDGET_S:-285}))
 LOG="$OUT/profiler.log"
 WORK=$(mktemp -d)
 FIX="$WORK/real"
@@ -17,30 +22,31 @@ P=tests/tools/fixtures/problems
 mkdir -p "$FIX"
 exec > >(tee -a "$LOG") 2>&1
 declare -A RC
-step() { echo; echo "=== $1 ($(date +%T))"; }
+step() { echo; echo "=== $1 ($(date +%T), $((DEADLINE - SECONDS)) s left)"; }
+# budget WANT [RESERVE]: WANT seconds, or what is left before the deadline minus RESERVE (at least 5)
+budget() { local want=$1 left=$((DEADLINE - SECONDS - ${2:-0})); ((left < want)) && want=$left; ((want < 5)) && want=5; echo "$want"; }
 
 step "versions"
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
-  $PY -c "import torch, triton, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'cupy', cupy.__version__)"
-  $PY -c "from kernels_env.tools._ncu import find_ncu; from kernels_env.tools._sanitizer import find_sanitizer; from kernels_env.tools._sass import find_disassembler; print('ncu', find_ncu()); print('sanitizer', find_sanitizer()); print('disassembler', find_disassembler())"
-  NCU=$($PY -c "from kernels_env.tools._ncu import find_ncu; print(find_ncu() or 'ncu')")
-  CS=$($PY -c "from kernels_env.tools._sanitizer import find_sanitizer; print(find_sanitizer() or 'compute-sanitizer')")
-  "$NCU" --version; "$CS" --version; nvcc --version | tail -2
+  timeout 60 $PY -c "import torch, triton, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'cupy', cupy.__version__)"
+  timeout 30 $PY -c "from kernels_env.tools._ncu import find_ncu; from kernels_env.tools._sanitizer import find_sanitizer; from kernels_env.tools._sass import find_disassembler; print('ncu', find_ncu()); print('sanitizer', find_sanitizer()); print('disassembler', find_disassembler())"
 } 2>&1 | tee "$FIX/versions.txt"
-NCU=$($PY -c "from kernels_env.tools._ncu import find_ncu; print(find_ncu() or 'ncu')")
-CS=$($PY -c "from kernels_env.tools._sanitizer import find_sanitizer; print(find_sanitizer() or 'compute-sanitizer')")
+NCU=$(timeout 30 $PY -c "from kernels_env.tools._ncu import find_ncu; print(find_ncu() or 'ncu')" 2>/dev/null || echo ncu)
+CS=$(timeout 30 $PY -c "from kernels_env.tools._sanitizer import find_sanitizer; print(find_sanitizer() or 'compute-sanitizer')" 2>/dev/null || echo compute-sanitizer)
+{ timeout 30 "$NCU" --version; timeout 30 "$CS" --version; nvcc --version | tail -2; } 2>&1 | tee -a "$FIX/versions.txt"
 
-SAN_PIDS=()
 step "1a. sanitizer captures (background, in parallel with ncu)"
+SAN_T=$(budget 90 170)
 san() {  # tool solution name [extra args...]
   local tool=$1 sol=$2 name=$3; shift 3
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 150 "$CS" --tool "$tool" --print-limit 20 --target-processes all \
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$SAN_T" "$CS" --tool "$tool" --print-limit 20 --target-processes all \
     --show-backtrace no --log-file "$FIX/sanitizer_${name}.log" "$@" \
     $PY -m kernels_env.tools._target --reference $P/ref_small.py --solution "$P/$sol" --which candidate \
     --mode once --result "$FIX/target_${name}.json" > "$FIX/sanitizer_${name}.stdout" 2>&1
   echo "$name rc=$?" >> "$FIX/sanitizer_rcs.txt"
 }
+SAN_PIDS=()
 san memcheck sol_oob.py memcheck_oob & SAN_PIDS+=($!)
 san racecheck sol_race.py racecheck_race & SAN_PIDS+=($!)
 san initcheck sol_uninit.py initcheck_uninit & SAN_PIDS+=($!)
@@ -52,7 +58,7 @@ san memcheck sol_oob.py memcheck_oob_kns --kernel-name kns=scale_oob & SAN_PIDS+
 step "1b. ncu captures (serial)"
 ncu_cap() {  # name which solution [extra python kwargs for ncu_command]
   local name=$1 which=$2 sol=$3 extra=${4:-}
-  mapfile -t CMD < <($PY - "$NCU" "$FIX/ncu_${name}.csv" "$which" "$P/$sol" "$FIX/target_ncu_${name}.json" <<PYEOF
+  mapfile -t CMD < <(timeout 30 $PY - "$NCU" "$FIX/ncu_${name}.csv" "$which" "$P/$sol" "$FIX/target_ncu_${name}.json" <<PYEOF
 import sys
 from kernels_env.tools._ncu import ncu_command
 ncu, log, which, sol, res = sys.argv[1:6]
@@ -62,46 +68,52 @@ print("\n".join(ncu_command(ncu, t, log, launch_count=9 $extra)))
 PYEOF
 )
   echo "${CMD[*]}" > "$FIX/ncu_${name}.cmd"
-  timeout 120 "${CMD[@]}" > "$FIX/ncu_${name}.stdout" 2>&1
+  timeout "$(budget 45 150)" "${CMD[@]}" > "$FIX/ncu_${name}.stdout" 2>&1
   echo "ncu $name rc=$?" | tee -a "$FIX/ncu_rcs.txt"
 }
 ncu_cap membound_with_eager both sol_add_vec4.py
 ncu_cap computebound candidate sol_fma_heavy.py
 ncu_cap sections_only candidate sol_add_vec4.py ", extra_metrics=False"
 # the long (details) layout too, for the parser
-timeout 90 "$NCU" --csv --page details --print-units base --clock-control none --launch-count 2 \
+timeout "$(budget 40 150)" "$NCU" --csv --page details --print-units base --clock-control none --launch-count 2 \
   --nvtx --nvtx-include kernels_env_profile/ --section SpeedOfLight --section Occupancy \
   --log-file "$FIX/ncu_details_membound.csv" -f \
   $PY -m kernels_env.tools._target --reference $P/ref_add.py --solution $P/sol_add_vec4.py --which candidate \
   --mode range --result "$FIX/target_details.json" > "$FIX/ncu_details.stdout" 2>&1
 echo "ncu details rc=$?" | tee -a "$FIX/ncu_rcs.txt"
-# A bare `wait` would also wait for the `tee` process substitution above and never return.
+# Wait for the sanitizer jobs by pid: a bare `wait` would also wait for the `tee` process substitution above
+# and never return.
 wait "${SAN_PIDS[@]}"
 cat "$FIX/sanitizer_rcs.txt"
-tar -czf "$OUT/profiler_fixtures.tar.gz" -C "$WORK" real && echo "fixtures: $(du -h "$OUT/profiler_fixtures.tar.gz" | cut -f1)"
-RC[fixtures]=0
-
-step "1c. parsers on the fresh real outputs"
-rm -rf tests/tools/fixtures/real && cp -r "$FIX" tests/tools/fixtures/real
-timeout 120 $PY -m pytest -q -p no:cacheprovider tests/tools/test_ncu_and_bottleneck.py tests/tools/test_sanitizer_parser.py \
-  -k real -rA 2>&1 | tail -40
-RC[real_parsers]=$?
-rm -rf tests/tools/fixtures/real
-
-if [ "${PROFILER_STEPS:-all}" = capture ]; then  # a short run that only brings the real outputs back
-  echo "PROFILER_STEPS=capture: stopping after the fixtures"; rm -rf "$WORK"; exit 0
+if [ "$STEPS" = capture ] || [ ! -d tests/tools/fixtures/real ]; then
+  tar -czf "$OUT/profiler_fixtures.tar.gz" -C "$WORK" real && echo "fixtures: $(du -h "$OUT/profiler_fixtures.tar.gz" | cut -f1)"
 fi
 
-step "2. gpu tests"
-timeout 240 $PY -m pytest -q -p no:cacheprovider -m gpu tests/tools -s -rA 2>&1 | tail -80
+step "1c. parsers on the fresh real outputs"
+SAVED=""
+if [ -d tests/tools/fixtures/real ]; then SAVED="$WORK/checked_in_real"; mv tests/tools/fixtures/real "$SAVED"; fi
+cp -r "$FIX" tests/tools/fixtures/real
+timeout "$(budget 60 140)" $PY -m pytest -q -p no:cacheprovider tests/tools/test_ncu_and_bottleneck.py \
+  tests/tools/test_sanitizer_parser.py -k real -rA 2>&1 | tail -40
+RC[real_parsers]=$?
+rm -rf tests/tools/fixtures/real
+if [ -n "$SAVED" ]; then mv "$SAVED" tests/tools/fixtures/real; fi
+
+if [ "$STEPS" = capture ]; then  # a short run that only brings the real outputs back
+  echo "SUMMARY profiler (capture only): real-fixture parsers rc=${RC[real_parsers]}"
+  rm -rf "$WORK"; exit 0
+fi
+
+step "2. gpu tests (through the sandbox client)"
+timeout "$(budget 160 60)" $PY -m pytest -q -p no:cacheprovider -m gpu tests/tools -s -rA 2>&1 | tail -80
 RC[gpu_tests]=$?
 
-step "3. benchmark: tool latency"
-timeout 200 $PY benchmarks/tool_latency.py --out "$WORK/latency.json" --repeats 1
+step "3. benchmark: tool latency (through the sandbox client)"
+timeout "$(budget 120 10)" $PY benchmarks/tool_latency.py --out "$WORK/latency.json" --repeats 1
 RC[benchmark]=$?
 
 step "results"
-$PY - "$WORK/latency.json" "$OUT/profiler_results.json" "${RC[real_parsers]}" "${RC[gpu_tests]}" "${RC[benchmark]}" <<'PYEOF'
+timeout 30 $PY - "$WORK/latency.json" "$OUT/profiler_results.json" "${RC[real_parsers]}" "${RC[gpu_tests]}" "${RC[benchmark]}" <<'PYEOF'
 import json, sys
 lat, out, rp, gt, bm = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
 res = {"real_fixture_parsers_rc": rp, "gpu_tests_rc": gt, "benchmark_rc": bm}

@@ -1,7 +1,7 @@
 """Command-line interface: a registry of subcommands, one module each.
 
 A subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
-Adding one is one line in ``COMMANDS`` (e.g. ``"profile": "kernels_env.tools.cli_profile"``).
+Adding one is one line in ``COMMANDS`` plus its module.
 Exit codes: 0 success (evaluate: the verdict is ``correct``), 1 a verdict other than correct, 2 a usage or
 input error, 3 the sandbox itself failed, 130 interrupted.
 """
@@ -16,6 +16,10 @@ COMMANDS: dict[str, str] = {
     "evaluate": "kernels_env.cli.evaluate",
     "baseline": "kernels_env.cli.baseline",
     "batch": "kernels_env.cli.batch",
+    "compile": "kernels_env.cli.compile",
+    "profile": "kernels_env.cli.profile",
+    "sanitize": "kernels_env.cli.sanitize",
+    "roofline": "kernels_env.cli.roofline",
 }
 
 

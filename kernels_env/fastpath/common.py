@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 # Bump when anything that shapes a cached artifact changes (flags, support code, layout): old entries
 # then stop matching and are never reused.
-FASTPATH_VERSION = "1"
+FASTPATH_VERSION = "2"  # 2: NVRTC cubins stored whole (CuPy's getCUBIN drops their last byte)
 BUILD_ONLY_ENV = "KERNELS_ENV_BUILD_ONLY"
 
 

@@ -212,6 +212,11 @@ def _edg_column(printed: str, caret_line: str, original: str | None) -> int | No
     return None
 
 
+def _starts_diagnostic(line: str) -> bool:
+    """A line that opens a new diagnostic (ends an EDG message's echoed source / context block)."""
+    return any(p.match(line) for p in (_EDG, _GCC, _PTXAS, _NVCC))
+
+
 def parse_diagnostics(
     text: str,
     tool: str = "nvcc",
@@ -222,8 +227,9 @@ def parse_diagnostics(
 
     Each is a dict with ``file`` (the user's name for it, via ``path_map``; None when the tool gives no
     file, e.g. ptxas and the linker), ``line`` and ``column`` (1-based or None), ``severity`` (error,
-    warning, remark, note), ``message``, ``tool`` and, where given, ``code`` (EDG's diagnostic number)
-    and ``context`` (instantiation notes). ``sources`` (display name -> text) refines EDG columns.
+    warning, remark, note), ``message``, ``tool`` and, where given, ``code`` (EDG's diagnostic number),
+    ``source`` (the offending line) and ``context`` (instantiation notes). ``sources`` (display name ->
+    text) refines EDG columns.
     """
     path_map = dict(path_map or {})
     sources = dict(sources or {})
@@ -254,12 +260,12 @@ def parse_diagnostics(
             continue
         if m := _EDG.match(line):
             block = []
-            while i < len(lines) and lines[i].strip() and not _EDG.match(lines[i]):
+            while i < len(lines) and lines[i].strip() and not _starts_diagnostic(lines[i]):
                 block.append(lines[i])
                 i += 1
             file = name_of(m.group("file"))
             lineno = int(m.group("line"))
-            column, context = None, []
+            column, context, echoed = None, [], None
             carets = [k for k, b in enumerate(block) if b.strip() == "^"]
             if carets and carets[0] >= 1:
                 c = carets[0]
@@ -267,6 +273,7 @@ def parse_diagnostics(
                 original = src_lines[lineno - 1] if src_lines and 0 < lineno <= len(src_lines) else None
                 column = _edg_column(block[c - 1], block[c], original)
                 context = [b.strip() for b in block[: c - 1] + block[c + 1 :]]
+                echoed = (original if original is not None else block[c - 1]).strip()
             else:
                 context = [b.strip() for b in block]
             add(
@@ -279,6 +286,7 @@ def parse_diagnostics(
                     tool,
                     code=m.group("code"),
                     context=context,
+                    source=echoed,
                 )
             )
         elif m := _PTXAS.match(line):

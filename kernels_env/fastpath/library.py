@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cache, nvcc, toolchain
+from . import cache, hooks, nvcc, toolchain
 from .args import ERROR_RETURNS, ArgSpec, ctypes_restype, specs_for
 from .common import FASTPATH_VERSION, BuildInfo, cuda_unavailable_reason
-from .diagnostics import KernelResources
+from .diagnostics import CompileError, KernelResources
 from .prototypes import Prototype, parse_extern_c, parse_signature
 from .sources import SourceSet, collect_sources
 
@@ -264,7 +264,13 @@ def cuda_library(
             shutil.rmtree(work, ignore_errors=True)
 
     compile_start = time.perf_counter()
-    meta, hit, waited = cache.get_or_build(key, nvcc.ARTIFACT, build, nvcc.compile_timeout_s() + 60, root)
+    observed = ("cuda_library", name, arch, srcs.texts(), [*flags, *lflags])
+    try:
+        meta, hit, waited = cache.get_or_build(key, nvcc.ARTIFACT, build, nvcc.compile_timeout_s() + 60, root)
+    except CompileError as exc:
+        hooks.report(*observed, error=exc)
+        raise
+    hooks.report(*observed, meta=meta, cache_hit=hit)
     compile_seconds = 0.0 if hit else time.perf_counter() - compile_start - waited
     info = BuildInfo(
         key=key,

@@ -4,6 +4,7 @@ torch tensors on torch's current stream through the CUDA driver API."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import operator
 import re
 import threading
@@ -11,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import cache, toolchain
+from . import cache, hooks, toolchain
 from .args import ArgSpec, current_stream, specs_for
 from .common import FASTPATH_VERSION, BuildInfo, cuda_unavailable_reason
 from .diagnostics import (
@@ -61,7 +62,7 @@ def _compile(source: str, filename: str, name: str, options: list[str], headers:
             return None, None, None, log
         lowered = nvrtc.getLoweredName(prog, name)
         try:
-            image, fmt = nvrtc.getCUBIN(prog), "cubin"
+            image, fmt = _cubin(prog, nvrtc.getCUBIN(prog)), "cubin"
         except nvrtc.NVRTCError:
             image = b""
         if not image:  # compiled for a virtual arch (compute_XX): load PTX, the driver JITs it
@@ -70,6 +71,36 @@ def _compile(source: str, filename: str, name: str, options: list[str], headers:
         return image, fmt, lowered, log
     finally:
         nvrtc.destroyProgram(prog)
+
+
+def _cubin(prog: int, image: bytes) -> bytes:
+    """The whole cubin. CuPy's ``getCUBIN`` returns one byte less than ``nvrtcGetCUBINSize`` (it treats the
+    image as a NUL-terminated string): the driver still loads it, but cuobjdump/nvdisasm reject it as an
+    invalid ELF. Read it through NVRTC's own API when the library can be found; else keep CuPy's."""
+    lib = _libnvrtc()
+    if lib is None:
+        return image
+    size = ctypes.c_size_t()
+    if lib.nvrtcGetCUBINSize(ctypes.c_void_p(prog), ctypes.byref(size)) != 0 or size.value < len(image):
+        return image
+    buf = ctypes.create_string_buffer(size.value)
+    if lib.nvrtcGetCUBIN(ctypes.c_void_p(prog), buf) != 0:
+        return image
+    return buf.raw
+
+
+@functools.cache
+def _libnvrtc() -> ctypes.CDLL | None:
+    """The libnvrtc CuPy loaded into this process (from /proc/self/maps), with ctypes signatures."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = [ln.split()[-1] for ln in f if "libnvrtc.so" in ln and "builtins" not in ln]
+        lib = ctypes.CDLL(paths[0])
+        lib.nvrtcGetCUBINSize.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+        lib.nvrtcGetCUBIN.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        return lib
+    except (OSError, IndexError, AttributeError):
+        return None
 
 
 def _missing_kernel_error(name: str, filename: str, source: str, log: str) -> CompileError:
@@ -272,7 +303,13 @@ def nvrtc_kernel(
         }
 
     compile_start = time.perf_counter()
-    meta, hit, waited = cache.get_or_build(key, "kernel.bin", build, 600.0)
+    observed = ("nvrtc_kernel", base, arch, {filename: source, **headers}, opts)
+    try:
+        meta, hit, waited = cache.get_or_build(key, "kernel.bin", build, 600.0)
+    except CompileError as exc:
+        hooks.report(*observed, error=exc, kernel=name)
+        raise
+    hooks.report(*observed, meta=meta, cache_hit=hit, kernel=name)
     info = BuildInfo(
         key=key,
         cache_hit=hit,

@@ -1,21 +1,27 @@
-"""Find the kernel sources a candidate builds, by importing it with the builders replaced by recorders.
+"""Find the kernels a candidate builds by importing it the way the harness does (``kernels_env.loader``).
 
-Captured: ``torch.utils.cpp_extension.load_inline`` (cuda_sources) and ``load`` (.cu files),
-``cupy.RawKernel`` / ``cupy.RawModule`` (NVRTC code), the sandbox fast path (``kernels_env.fastpath``
-``cuda_library`` / ``nvrtc_kernel``, when present), and Triton ``@triton.jit`` functions left in the module.
-Builders return inert stubs, so importing costs no compilation; the compile tool then compiles each captured
-source itself with diagnostics on. Runs the candidate's module-level code: only inside a tool process.
+- Fast-path builds (``cuda_library``, ``workspace_library``, ``nvrtc_kernel``) run for real (cached; in the
+  compile worker build-only) and are observed through the fast path's own hook
+  (``kernels_env.fastpath.hooks.observe_builds``): their sources, flags, artifact, ptxas resources and
+  diagnostics are exactly what the candidate's build used.
+- ``torch.utils.cpp_extension.load_inline`` / ``load`` and ``cupy.RawKernel`` / ``RawModule`` are replaced by
+  recorders while the candidate imports (arguments bound against the real signatures), so a 50 s torch
+  extension build never runs here; the compile tool compiles each recorded source itself.
+- Triton ``@triton.jit`` functions left in the module are listed (their report needs a forward on a GPU).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import traceback
+import inspect
+import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._load import Solution, in_directory, load_module
+from ..fastpath.hooks import BuildEvent, observe_builds
+from ._candidate import Candidate, CandidateError, load_candidate
 
 LOAD_INLINE_PREFIX = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
 
@@ -26,7 +32,7 @@ class CudaUnit:
 
     display: str
     source: str
-    origin: str  # workspace-file | load_inline | load | cupy | fastpath
+    origin: str  # workspace-file | load_inline | load | cupy
     flags: list[str] = field(default_factory=list)
     include_dirs: list[str] = field(default_factory=list)
     needs_torch: bool = False
@@ -42,10 +48,12 @@ class CudaUnit:
 
 @dataclass
 class Capture:
-    units: list[CudaUnit] = field(default_factory=list)
+    units: list[CudaUnit] = field(default_factory=list)  # recorded sources the tool compiles itself
+    fastpath: list[BuildEvent] = field(default_factory=list)  # the fast path's own builds
     triton: list = field(default_factory=list)  # (name, JITFunction)
-    import_error: dict | None = None
-    module: object = None
+    error: dict | None = None  # diagnostic of a failed import
+    model_new: type | None = None
+    modules: list = field(default_factory=list)  # its module and the workspace modules it imported
 
 
 class _Stub:
@@ -60,148 +68,161 @@ class _Stub:
         return _Stub()
 
 
-def _anchor(py_text: str, snippet: str) -> int | None:
-    """Line in the Python file where ``snippet``'s first line sits, if it appears there verbatim."""
-    idx = py_text.find(snippet)
-    if idx >= 0:
-        return py_text[:idx].count("\n") + 1
+def anchor(py_files: dict[str, str], snippet: str) -> tuple[str, int] | None:
+    """(Python file, line) where ``snippet``'s first line sits, if it appears verbatim (or, for a
+    dedented string, where its first distinctive line does)."""
+    for name, text in py_files.items():
+        idx = text.find(snippet)
+        if idx >= 0:
+            return name, text[:idx].count("\n") + 1
     lines = snippet.splitlines()
     first = next((k for k, ln in enumerate(lines) if len(ln.strip()) > 8), None)
     if first is None:
         return None
-    idx = py_text.find(lines[first].strip())  # a dedented/reformatted string: anchor on a distinctive line
-    return None if idx < 0 else py_text[:idx].count("\n") + 1 - first
+    for name, text in py_files.items():
+        idx = text.find(lines[first].strip())
+        if idx >= 0:
+            return name, text[:idx].count("\n") + 1 - first
+    return None
 
 
-def capture(sol: Solution) -> Capture:
+# cupy's classes are Cython types without an introspectable signature: these are their documented ones.
+def _raw_kernel_signature(code, name, options=(), backend="nvrtc", translate_cucomplex=False, **kw): ...
+def _raw_module_signature(*, code=None, path=None, options=(), backend="nvrtc", **kw): ...
+
+
+def capture(c: Candidate) -> Capture:
     cap = Capture()
-    py_text = sol.path.read_text(errors="replace")
-    py_name = sol.path.name
-    n = {"i": 0}
+    py_files = c.python_files()
+    counter = [0]
 
-    def add(blocks: list[str], origin: str, flags=(), includes=(), needs_torch=False, prefix=()):
-        n["i"] += 1
+    def add(blocks: list[str], origin: str, flags=(), includes=(), needs_torch=False, prefix=()) -> None:
+        counter[0] += 1
         segments, line = [], len(prefix) + 1
         for b in blocks:
             count = b.count("\n") + 1
-            at = _anchor(py_text, b)
-            if at is not None:
-                segments.append((line, count, py_name, at))
+            where = anchor(py_files, b)
+            if where is not None:
+                segments.append((line, count, *where))
             line += count
         cap.units.append(
             CudaUnit(
-                display=f"{py_name}:<{origin}#{n['i']}>",
+                display=f"{c.display}:<{origin}#{counter[0]}>",
                 source="\n".join([*prefix, *blocks]),
                 origin=origin,
-                flags=list(flags),
-                include_dirs=list(includes),
+                flags=[str(f) for f in flags or ()],
+                include_dirs=[str(d) for d in includes or ()],
                 needs_torch=needs_torch,
                 segments=segments,
             )
         )
 
-    def fake_load_inline(name=None, cpp_sources=None, cuda_sources=None, *a, **k):
-        srcs = (
-            cuda_sources
-            if isinstance(cuda_sources, (list, tuple))
-            else ([cuda_sources] if cuda_sources else [])
-        )
-        if srcs:
-            prefix = [] if k.get("no_implicit_headers") else LOAD_INLINE_PREFIX
-            add(
-                list(srcs),
-                "load_inline",
-                k.get("extra_cuda_cflags") or (),
-                k.get("extra_include_paths") or (),
-                needs_torch=True,
-                prefix=prefix,
-            )
-        return _Stub()
+    def recorders():
+        import torch.utils.cpp_extension as ce
 
-    def fake_load(name=None, sources=(), *a, **k):
-        for s in [sources] if isinstance(sources, str) else sources:
-            p = Path(s)
-            if p.suffix in (".cu", ".cuh") and p.is_file():
-                cap.units.append(
-                    CudaUnit(
-                        display=str(s),
-                        source=p.read_text(errors="replace"),
-                        origin="load",
-                        flags=list(k.get("extra_cuda_cflags") or ()),
-                        include_dirs=[str(p.parent), *(k.get("extra_include_paths") or ())],
-                        needs_torch=True,
-                    )
+        inline_sig, load_sig = inspect.signature(ce.load_inline), inspect.signature(ce.load)
+
+        def load_inline(*args, **kwargs):
+            a = inline_sig.bind(*args, **kwargs).arguments
+            srcs = a.get("cuda_sources")
+            srcs = [srcs] if isinstance(srcs, str) else list(srcs or [])
+            if srcs:
+                prefix = [] if a.get("no_implicit_headers") else LOAD_INLINE_PREFIX
+                add(
+                    srcs,
+                    "load_inline",
+                    a.get("extra_cuda_cflags"),
+                    a.get("extra_include_paths"),
+                    True,
+                    prefix,
                 )
-        return _Stub()
+            return _Stub()
 
-    def fake_raw(code=None, name=None, options=(), *a, **k):
-        code = code if code is not None else k.get("code")
-        if isinstance(code, str):
-            add(
-                [code],
-                "cupy",
-                [
-                    o
-                    for o in (options or ())
-                    if isinstance(o, str) and o.startswith(("-D", "-I", "--std", "-std"))
-                ],
-            )
-        return _Stub()
+        def load(*args, **kwargs):
+            a = load_sig.bind(*args, **kwargs).arguments
+            sources = a.get("sources") or []
+            for s in [sources] if isinstance(sources, str) else sources:
+                p = Path(s)
+                if p.suffix in (".cu", ".cuh") and p.is_file():
+                    rel = (
+                        p.resolve().relative_to(c.root).as_posix()
+                        if p.resolve().is_relative_to(c.root)
+                        else s
+                    )
+                    cap.units.append(
+                        CudaUnit(
+                            display=str(rel),
+                            source=p.read_text(errors="replace"),
+                            origin="load",
+                            flags=[str(f) for f in a.get("extra_cuda_cflags") or ()],
+                            include_dirs=[str(p.parent), *map(str, a.get("extra_include_paths") or ())],
+                            needs_torch=True,
+                        )
+                    )
+            return _Stub()
 
-    def fake_fastpath(*a, **k):
-        src = (
-            k.get("source")
-            or k.get("src")
-            or k.get("code")
-            or next((x for x in a if isinstance(x, str) and "__global__" in x), None)
-        )
-        srcs = k.get("sources")
-        if isinstance(src, str):
-            add([src], "fastpath")
-        for s in srcs or ():
-            if isinstance(s, str) and "__global__" in s:
-                add([s], "fastpath")
-        return _Stub()
+        def raw(signature):
+            sig = inspect.signature(signature)
 
-    patches = []
-    with contextlib.ExitStack() as stack:
-        for mod_name, attr, fake in (
-            ("torch.utils.cpp_extension", "load_inline", fake_load_inline),
-            ("torch.utils.cpp_extension", "load", fake_load),
-            ("cupy", "RawKernel", fake_raw),
-            ("cupy", "RawModule", fake_raw),
-            ("kernels_env.fastpath", "cuda_library", fake_fastpath),
-            ("kernels_env.fastpath", "nvrtc_kernel", fake_fastpath),
-        ):
+            def record(*args, **kwargs):
+                a = sig.bind(*args, **kwargs).arguments
+                code = a.get("code")
+                if code is None and a.get("path"):
+                    code = Path(a["path"]).read_text(errors="replace")
+                if isinstance(code, str):
+                    opts = [o for o in a.get("options") or () if isinstance(o, str)]
+                    add([code], "cupy", [o for o in opts if o.startswith(("-D", "-I", "--std", "-std"))])
+                return _Stub()
+
+            return record
+
+        out = [(ce, "load_inline", load_inline), (ce, "load", load)]
+        if any("cupy" in text for text in py_files.values()):  # importing cupy costs ~0.5 s: only if used
+            with contextlib.suppress(Exception):
+                cupy = importlib.import_module("cupy")
+                out += [(cupy, "RawKernel", raw(_raw_kernel_signature))]
+                out += [(cupy, "RawModule", raw(_raw_module_signature))]
+        return out
+
+    patches = [(mod, attr, getattr(mod, attr), fake) for mod, attr, fake in recorders()]
+    try:
+        for mod, attr, _, fake in patches:
+            setattr(mod, attr, fake)
+        with observe_builds() as builds:
             try:
-                mod = importlib.import_module(mod_name)
-            except Exception:  # noqa: BLE001 - an absent builder cannot be used by the candidate either
-                continue
-            if hasattr(mod, attr):
-                patches.append((mod, attr, getattr(mod, attr)))
-                setattr(mod, attr, fake)
-        stack.callback(lambda: [setattr(m, a, orig) for m, a, orig in patches])
-        try:
-            with in_directory(sol.root):
-                cap.module = load_module(sol.path, "kernels_env_capture")
-        except BaseException as e:  # noqa: BLE001
-            cap.import_error = _python_error(e, sol.path)
-    if cap.module is not None:
-        cap.triton = find_triton_functions(cap.module)
+                loaded, cap.model_new = load_candidate(c)
+                root = str(c.root) + "/"
+                cap.modules = [loaded.module] + [
+                    m
+                    for m in list(sys.modules.values())
+                    if m is not loaded.module and (getattr(m, "__file__", None) or "").startswith(root)
+                ]
+            except CandidateError as exc:
+                cap.error = exc.diagnostic
+        cap.fastpath = list(builds)
+    finally:
+        for mod, attr, orig, _ in patches:
+            setattr(mod, attr, orig)
+    cap.triton = find_triton_functions(cap.modules)
     return cap
 
 
-def find_triton_functions(module) -> list:
+def find_triton_functions(modules: list) -> list:
+    """(name, JITFunction) of every Triton kernel defined in ``modules``."""
+    if not modules or "triton" not in sys.modules:
+        return []
     try:
         from triton.runtime.jit import JITFunction
     except Exception:  # noqa: BLE001
         return []
-    found = []
-    for name, obj in vars(module).items():
+    found, seen = [], set()
+    for name, obj in [item for m in modules for item in vars(m).items()]:
         fn = obj
         for _ in range(4):  # Autotuner / Heuristics wrap the JITFunction in .fn
             if isinstance(fn, JITFunction):
-                found.append((name, fn))
+                if id(fn) not in seen:
+                    seen.add(id(fn))
+                    found.append((name, fn))
                 break
             fn = getattr(fn, "fn", None)
             if fn is None:
@@ -209,19 +230,26 @@ def find_triton_functions(module) -> list:
     return found
 
 
-def _python_error(e: BaseException, path: Path) -> dict:
-    line = getattr(e, "lineno", None)
-    if line is None:
-        for fr in reversed(traceback.extract_tb(e.__traceback__)):
-            if Path(fr.filename).name == path.name:
-                line = fr.lineno
-                break
-    return {
-        "severity": "error",
-        "file": path.name,
-        "line": line,
-        "column": getattr(e, "offset", None),
-        "code": type(e).__name__,
-        "message": f"{type(e).__name__}: {e}"[:1000],
-        "tool": "python",
-    }
+def source_locator(cap: Capture, py_files: dict[str, str]):
+    """``locate(file, line, kernel) -> (python file, line) | None``: where a location a CUDA tool reports
+    (compute-sanitizer with ``-lineinfo``: ``scale.cu:4``, or CuPy's ``<sha1>.cubin.cu:4``) sits in the
+    candidate's Python file, for kernels whose source is a string there. The kernel's source is found by the
+    file name the build used, else as the one source that defines the reported kernel."""
+    units = list(cap.units)
+    for ev in cap.fastpath:
+        for name, text in ev.sources.items():
+            where = anchor(py_files, text)
+            if where is not None:
+                units.append(CudaUnit(name, text, "fastpath", segments=[(1, text.count("\n") + 1, *where)]))
+
+    def locate(file: str | None, line: int | None, kernel: str | None) -> tuple[str, int] | None:
+        if not file or not line:
+            return None
+        base = Path(file).name
+        named = [u for u in units if Path(u.display).name == base]
+        if not named and kernel:
+            short = kernel.split("(")[0].split("::")[-1].split("<")[0]
+            named = [u for u in units if re.search(rf"__global__[^;{{]*\b{re.escape(short)}\s*\(", u.source)]
+        return named[0].map_line(line) if len(named) == 1 else None
+
+    return locate

@@ -1,23 +1,25 @@
 """The ``compile`` tool: diagnostics with file:line, ptxas resource usage per kernel, SASS mix on request.
 
-Sources: a workspace's ``kernels/**/*.cu`` plus every CUDA source the candidate builds at import
-(see ``_capture``), and Triton kernels (``_triton``). Each CUDA unit is compiled to a cubin with
-``nvcc -cubin -lineinfo -Xptxas -v`` for the device's architecture; diagnostics inside inline sources are
-mapped back to the line of the Python file the agent edits.
+Sources (see ``_capture``): the candidate's fast-path builds as they really ran (observed, cached), the
+CUDA sources it passes to ``load_inline`` / ``load`` / CuPy, a workspace's ``kernels/**/*.cu`` that no
+build covered, and Triton kernels (``_triton``). Recorded sources are compiled here to a cubin with
+``nvcc -cubin -lineinfo -Xptxas -v`` for the target architecture. Diagnostics inside Python strings are
+mapped back to the line of the Python file the agent edits. Parsing is the fast path's
+(``kernels_env.fastpath.diagnostics``).
 """
 
 from __future__ import annotations
 
-import glob
 import re
-import shutil
 from pathlib import Path
 
-from ._capture import CudaUnit, capture
+from ..fastpath import toolchain
+from ..fastpath.diagnostics import parse_diagnostics
+from ..fastpath.hooks import BuildEvent
+from ._candidate import Candidate, resolve_candidate
+from ._capture import CudaUnit, anchor, capture
 from ._context import ToolContext, ToolError, run_cmd
-from ._diagnostics import parse_diagnostics
-from ._load import resolve_solution
-from ._ptxas import parse_ptxas
+from ._resources import ptxas_records, resource_records
 from ._sass import disassemble
 
 _SAFE_FLAG = re.compile(
@@ -25,28 +27,6 @@ _SAFE_FLAG = re.compile(
     r"--extended-lambda|--expt-relaxed-constexpr|--expt-extended-lambda|-lineinfo|"
     r"-maxrregcount=\d+|--maxrregcount=\d+|--ftz=\w+|--prec-div=\w+|--fmad=\w+|-Xptxas=\S+)$"
 )
-
-
-def find_nvcc() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    cands = ["/usr/local/cuda/bin/nvcc", *sorted(glob.glob("/usr/local/cuda-*/bin/nvcc"), reverse=True)]
-    return next((c for c in cands if Path(c).exists()), None)
-
-
-def device_arch(requested: str | None = None) -> str:
-    if requested:
-        return requested if requested.startswith("sm_") else f"sm_{requested}"
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
-            return f"sm_{major}{minor}"
-    except Exception:  # noqa: BLE001
-        pass
-    return "sm_90"
 
 
 def _torch_includes() -> list[str]:
@@ -59,25 +39,31 @@ def _torch_includes() -> list[str]:
 def workspace_units(root: Path) -> list[CudaUnit]:
     units = []
     for p in sorted(root.rglob("*.cu")):
-        rel = p.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in p.relative_to(root).parts):
+        rel = p.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
             continue
+        text = p.read_text(errors="replace")
         units.append(
             CudaUnit(
-                display=rel,
-                source=p.read_text(errors="replace"),
+                display=rel.as_posix(),
+                source=text,
                 origin="workspace-file",
                 include_dirs=[str(p.parent), str(root)],
-                needs_torch="torch/" in p.read_text(errors="replace"),
+                needs_torch="torch/" in text,
             )
         )
     return units
 
 
+def _timeout_diag(display: str) -> dict:
+    return {"severity": "error", "file": display, "line": None, "column": None, "message": "nvcc timed out"}
+
+
 def compile_unit(unit: CudaUnit, index: int, arch: str, ctx: ToolContext, *, sass: bool) -> dict:
-    nvcc = find_nvcc()
-    if nvcc is None:
-        raise ToolError("nvcc not found (PATH, /usr/local/cuda/bin): cannot compile CUDA sources")
+    try:
+        nvcc = toolchain.nvcc_path()
+    except FileNotFoundError as exc:
+        raise ToolError(str(exc)) from None
     tmp = ctx.tmpdir() / f"unit{index}"
     tmp.mkdir(parents=True, exist_ok=True)
     name = f"unit{index}.cu"
@@ -88,17 +74,16 @@ def compile_unit(unit: CudaUnit, index: int, arch: str, ctx: ToolContext, *, sas
     cmd += [f"-I{d}" for d in includes] + [name]
     res = run_cmd(cmd, ctx.check_time(f"compiling {unit.display}"), cwd=tmp)
     log = res.stdout + res.stderr
-    diags = parse_diagnostics(log, {name: unit.display, str(tmp / name): unit.display})
+    path_map = {name: unit.display, str(tmp / name): unit.display}
+    diags = parse_diagnostics(log, "nvcc", sources={unit.display: unit.source}, path_map=path_map)
     for d in diags:
         if d.get("file") == unit.display and d.get("line"):
             mapped = unit.map_line(d["line"])
             if mapped:
-                d["unit_line"] = d["line"]
+                d["unit"], d["unit_line"] = unit.display, d["line"]
                 d["file"], d["line"] = mapped
-    ptxas = parse_ptxas(log)
-    for d in ptxas["diagnostics"]:
-        if not any(x["message"] == d["message"] for x in diags):
-            diags.append({**d, "file": None, "line": None, "column": None, "code": None})
+    if res.timed_out:
+        diags.append(_timeout_diag(unit.display))
     ok = res.returncode == 0 and not res.timed_out
     out = {
         "unit": unit.display,
@@ -107,51 +92,85 @@ def compile_unit(unit: CudaUnit, index: int, arch: str, ctx: ToolContext, *, sas
         "command": " ".join(Path(cmd[0]).name if i == 0 else c for i, c in enumerate(cmd)),
         "elapsed_s": round(res.elapsed_s, 3),
         "diagnostics": diags,
-        "kernels": ptxas["kernels"],
+        "kernels": ptxas_records(log),
     }
-    if res.timed_out:
-        out["diagnostics"].append(
-            {
-                "severity": "error",
-                "file": unit.display,
-                "line": None,
-                "column": None,
-                "code": "timeout",
-                "message": "nvcc timed out",
-                "tool": "nvcc",
-            }
-        )
     if ok and sass:
-        dis = disassemble(tmp / "out.cubin", timeout_s=min(60.0, ctx.check_time("disassembly")))
-        if "error" in dis:
-            out["sass_error"] = dis["error"]
-        else:
-            for k in out["kernels"]:
-                k["sass"] = dis["kernels"].get(k["name"])
+        _add_sass(out, tmp / "out.cubin", ctx)
     return out
+
+
+def fastpath_report(ev: BuildEvent, c: Candidate, py_files: dict[str, str], ctx: ToolContext, sass: bool):
+    """A fast-path build as it ran: its diagnostics mapped to the agent's files, its ptxas resources."""
+    root = str(c.root) + "/"
+    diags = []
+    for d in ev.diagnostics:
+        d = dict(d)
+        file = d.get("file")
+        if isinstance(file, str) and file.startswith(root):
+            d["file"] = file = file[len(root) :]
+        text = ev.sources.get(file) if file else None
+        if text is not None and d.get("line") and not (c.root / file).is_file():
+            where = anchor(py_files, text)  # a source string inside the Python file: point at that line
+            if where is not None:
+                d["unit"], d["unit_line"] = file, d["line"]
+                d["file"], d["line"] = where[0], where[1] + d["line"] - 1
+        diags.append(d)
+    names = [n[len(root) :] if n.startswith(root) else n for n in ev.sources]
+    out = {
+        "unit": f"{ev.kind} {ev.name!r} ({', '.join(names)})",
+        "origin": f"fastpath.{ev.kind}",
+        "ok": ev.error is None,
+        "cache_hit": ev.cache_hit,
+        "arch": ev.arch,
+        "diagnostics": diags,
+        "kernels": resource_records(ev.resources),
+    }
+    if ev.artifact and sass:
+        _add_sass(out, Path(ev.artifact), ctx)
+    return out
+
+
+def _add_sass(out: dict, binary: Path, ctx: ToolContext) -> None:
+    dis = disassemble(binary, timeout_s=min(60.0, ctx.check_time("disassembly")))
+    if "error" in dis:
+        out["sass_error"] = dis["error"]
+        return
+    for k in out["kernels"]:
+        k["sass"] = dis["kernels"].get(k["name"])
 
 
 def compile_tool(args: dict, ctx: ToolContext) -> dict:
     if "solution" not in args:
         raise ToolError("compile needs 'solution' (a .py file or a workspace directory)")
-    sol = resolve_solution(args["solution"])
-    arch = device_arch(args.get("arch"))
+    c = resolve_candidate(args["solution"])
+    try:
+        arch = toolchain.resolve_arch(args.get("arch"))
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
     sass = bool(args.get("sass", False))
-    units = workspace_units(sol.root) if sol.is_workspace else []
-    cap = capture(sol)
+    cap = capture(c)
+    py_files = c.python_files()
+    results = [fastpath_report(ev, c, py_files, ctx, sass) for ev in cap.fastpath]
+    recorded = {u.display for u in cap.units}
+    built = {n.removeprefix(str(c.root) + "/") for ev in cap.fastpath for n in ev.sources}
+    units = [u for u in workspace_units(c.root) if u.display not in built | recorded] if c.workspace else []
     units += cap.units
-    results = [compile_unit(u, i, arch, ctx, sass=sass) for i, u in enumerate(units)]
-    diagnostics = ([cap.import_error] if cap.import_error else []) + [
-        d for r in results for d in r["diagnostics"]
-    ]
+    results += [compile_unit(u, i, arch, ctx, sass=sass) for i, u in enumerate(units)]
+    order = {"error": 0, "warning": 1}
+    diagnostics = sorted(
+        (d for r in results for d in r["diagnostics"]), key=lambda d: order.get(d["severity"], 2)
+    )
+    build_failed = any(ev.error is not None for ev in cap.fastpath)
+    if cap.error is not None and not build_failed:  # a failed build's import error repeats its diagnostics
+        diagnostics.insert(0, cap.error)
     result = {
-        "ok": cap.import_error is None and all(r["ok"] for r in results),
+        "ok": cap.error is None and all(r["ok"] for r in results),
         "arch": arch,
         "units": results,
         "kernels": [{**k, "unit": r["unit"]} for r in results for k in r["kernels"]],
         "diagnostics": diagnostics,
-        "errors": sum(1 for d in diagnostics if d["severity"] == "error"),
-        "warnings": sum(1 for d in diagnostics if d["severity"] == "warning"),
+        "errors": sum(1 for d in diagnostics if d.get("severity") == "error"),
+        "warnings": sum(1 for d in diagnostics if d.get("severity") == "warning"),
     }
     if cap.triton:
         from ._triton import triton_compile_report
@@ -159,9 +178,9 @@ def compile_tool(args: dict, ctx: ToolContext) -> dict:
         result["triton"] = triton_compile_report(cap, args, ctx, sass=sass)
         if not result["triton"].get("ok", True):
             result["ok"] = False
-    if not units and not cap.triton and cap.import_error is None:
+    if not results and not cap.triton and cap.error is None:
         result["note"] = (
-            "no CUDA or Triton sources found "
-            "(load_inline, cupy.RawKernel, fast path, kernels/*.cu, @triton.jit)"
+            "no CUDA or Triton sources found (fast path, load_inline, load, cupy.RawKernel, kernels/*.cu, "
+            "@triton.jit)"
         )
     return result

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 
-from ._ptxas import short_kernel_name
+from ._resources import short_kernel_name
 
 
 def profile_forward(model, inputs, *, device: str, warmup: int = 3, iters: int = 10) -> dict:

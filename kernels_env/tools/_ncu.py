@@ -2,7 +2,8 @@
 
 Parses both CSV layouts ncu writes: ``--page raw`` (wide: a header row of metric names, a units row, one
 row per kernel launch) and ``--page details`` (long: one row per metric with "Metric Name", "Metric Unit",
-"Metric Value"). Values may carry thousands separators ("1,024"); units are normalised to ns, bytes,
+"Metric Value"; names are labels such as "DRAM Throughput", mapped to raw metric names). Values may carry
+thousands separators ("1,024"); units are normalised to ns, bytes,
 bytes/s and percent so the parser does not depend on ``--print-units``.
 """
 
@@ -15,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ._ptxas import short_kernel_name
+from ._resources import short_kernel_name
 
 NVTX_RANGE = "kernels_env_profile"
 # torch.cuda._sleep launches ``spin_kernel``: the marker between the reference's and the candidate's launches.
@@ -220,10 +221,51 @@ def _parse_wide(header: list[str], rows: list[list[str]]) -> list[dict]:
     return out
 
 
+# ``--page details`` prints each metric under its label (``--print-metric-name label``, the default); the
+# raw names the summary reads, by (label, unit kind). Checked against real ncu 2025.3 output
+# (tests/tools/fixtures/real/ncu_details_membound.csv) for the SpeedOfLight and Occupancy sections.
+DETAILS_LABELS = {
+    ("Duration", "time"): "gpu__time_duration.sum",
+    ("DRAM Throughput", "%"): "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    ("Memory Throughput", "%"): "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    ("Memory Throughput", "rate"): "dram__bytes.sum.per_second",
+    ("Compute (SM) Throughput", "%"): "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    ("Achieved Occupancy", "%"): "sm__warps_active.avg.pct_of_peak_sustained_active",
+    ("Theoretical Occupancy", "%"): "sm__maximum_warps_per_active_cycle_pct",
+    ("Block Limit Registers", "count"): "launch__occupancy_limit_registers",
+    ("Block Limit Shared Mem", "count"): "launch__occupancy_limit_shared_mem",
+    ("Block Limit Warps", "count"): "launch__occupancy_limit_warps",
+    ("Block Limit SM", "count"): "launch__occupancy_limit_blocks",
+    ("Block Limit Barriers", "count"): "launch__occupancy_limit_barriers",
+    ("Registers Per Thread", "count"): "launch__registers_per_thread",
+    ("Block Size", "count"): "launch__block_size",
+    ("Grid Size", "count"): "launch__grid_size",
+    ("Waves Per SM", "count"): "launch__waves_per_multiprocessor",
+    ("Static Shared Memory Per Block", "bytes"): "launch__shared_mem_per_block_static",
+    ("Dynamic Shared Memory Per Block", "bytes"): "launch__shared_mem_per_block_dynamic",
+    ("# SMs", "count"): "launch__sm_count",
+    ("L1/TEX Hit Rate", "%"): "l1tex__t_sector_hit_rate.pct",
+    ("L2 Hit Rate", "%"): "lts__t_sector_hit_rate.pct",
+}
+
+
+def _unit_kind(unit: str) -> str:
+    if unit == "%":
+        return "%"
+    if unit.endswith(("/second", "/s")):
+        return "rate"
+    if unit in ("nsecond", "ns", "usecond", "us", "msecond", "ms", "second", "s"):
+        return "time"
+    if "byte" in unit.lower() or unit in ("KB", "MB", "GB", "KiB", "MiB", "GiB"):
+        return "bytes"
+    return "count"
+
+
 def _parse_long(header: list[str], rows: list[list[str]]) -> list[dict]:
     by_id: dict[str, dict] = {}
+    needed = header.index("Metric Value") + 1 if "Metric Value" in header else len(header)
     for row in rows:
-        if len(row) < len(header):
+        if len(row) < needed:  # rows without the rule columns are shorter than the header
             continue
         cols = dict(zip(header, row))
         key = cols.get("ID", "")
@@ -232,8 +274,12 @@ def _parse_long(header: list[str], rows: list[list[str]]) -> list[dict]:
             rec = by_id[key] = _record(cols)
         metric, unit = cols.get("Metric Name", ""), (cols.get("Metric Unit") or "").strip()
         if metric:
-            rec["metrics"][metric] = _normalise(_number(cols.get("Metric Value", "")), unit)
+            value = _normalise(_number(cols.get("Metric Value", "")), unit)
+            rec["metrics"][metric] = value
             rec["units"][metric] = unit
+            raw = DETAILS_LABELS.get((metric, _unit_kind(unit)))
+            if raw is not None and raw not in rec["metrics"]:
+                rec["metrics"][raw], rec["units"][raw] = value, unit
     return sorted(by_id.values(), key=lambda r: r["id"])
 
 

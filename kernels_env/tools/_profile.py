@@ -37,7 +37,9 @@ def target_env() -> dict:
     return env
 
 
-def target_argv(args: dict, which: str, mode: str, result: Path, warmup: int, iters: int) -> list[str]:
+def target_argv(
+    args: dict, which: str, mode: str, result: Path, warmup: int, iters: int, device: str = "cuda"
+) -> list[str]:
     argv = [
         sys.executable,
         "-m",
@@ -54,6 +56,8 @@ def target_argv(args: dict, which: str, mode: str, result: Path, warmup: int, it
         str(iters),
         "--result",
         str(result),
+        "--device",
+        device,
     ]
     if which != "reference":
         argv += ["--solution", str(args["solution"])]
@@ -152,29 +156,63 @@ def _run_ncu(args: dict, ctx: ToolContext, which: str, iters: int, warmup: int, 
 
 
 def _events(args: dict, ctx: ToolContext, device: str, warmup: int, iters: int, with_reference: bool) -> dict:
+    """The cheap profile. On a GPU it runs in a fresh process (``_target --mode events``): the PyTorch
+    profiler attaches CUPTI, which a long-lived GPU worker must not keep (its later timings would pay for
+    it, and CUPTI re-initialisation after CUDA graphs, e.g. a max-autotune baseline, can crash). Without a
+    GPU there is no CUPTI and it runs here."""
+    if device == "cuda":
+        return _events_in_target(args, ctx, warmup, iters, with_reference, device)
+    from ._candidate import build_model, load_candidate, load_reference, resolve_candidate, task_inputs
     from ._events import profile_forward
-    from ._load import build, in_directory, load_reference, load_solution, make_inputs, resolve_solution
 
-    ref = load_reference(args["reference"])
+    problem = load_reference(args["reference"])
+    _, cls = load_candidate(resolve_candidate(args["solution"]))
     out = {}
-    if with_reference:
-        ctx.check_time("profiling the reference")
-        out["reference"] = profile_forward(
-            build(ref, ref.Model, device), make_inputs(ref, device), device=device, warmup=warmup, iters=iters
-        )
-    sol = resolve_solution(args["solution"])
-    with in_directory(sol.root):
-        cls = load_solution(sol).ModelNew
-        ctx.check_time("profiling the candidate")
-        out["candidate"] = profile_forward(
-            build(ref, cls, device), make_inputs(ref, device), device=device, warmup=warmup, iters=iters
+    runs = ([("reference", problem.Model)] if with_reference else []) + [("candidate", cls)]
+    for side, model_cls in runs:
+        ctx.check_time(f"profiling the {side}")
+        model = build_model(problem, model_cls, device)
+        out[side] = profile_forward(
+            model, task_inputs(problem, device), device=device, warmup=warmup, iters=iters
         )
     return out
 
 
+def _events_in_target(
+    args: dict, ctx: ToolContext, warmup: int, iters: int, with_reference: bool, device: str
+) -> dict:
+    from ._candidate import CandidateError
+
+    result = ctx.tmpdir() / "target_events.json"
+    which = "both" if with_reference else "candidate"
+    res = run_cmd(
+        target_argv(args, which, "events", result, warmup, iters, device),
+        ctx.check_time("profiling (events)"),
+        env=target_env(),
+    )
+    if res.timed_out:
+        raise ToolError(
+            f"the profiled forward did not finish within the time limit ({ctx.limits.time_s:g} s)"
+        )
+    status = json.loads(result.read_text()) if result.exists() else {}
+    if status.get("diagnostic"):
+        raise CandidateError(status["diagnostic"])
+    if not status.get("ok"):
+        tail = (res.stdout + res.stderr)[-1500:]
+        raise ToolError(status.get("error") or f"the profiling process died (exit {res.returncode}): {tail}")
+    return status["events"]
+
+
 def roofline_block(args: dict, cuda: bool, measured_us: float | None) -> dict:
-    from ._load import load_reference
-    from ._roofline import count_reference, distance, floor, measure_ceilings, nominal_ceilings
+    from ._candidate import load_reference
+    from ._roofline import (
+        cached_ceilings,
+        count_reference,
+        distance,
+        floor,
+        measure_ceilings,
+        nominal_ceilings,
+    )
 
     counts = count_reference(load_reference(args["reference"]))
     out = {"counts": {k: v for k, v in counts.items() if k != "ops"}, "top_ops": counts["ops"][:8]}
@@ -187,8 +225,9 @@ def roofline_block(args: dict, cuda: bool, measured_us: float | None) -> dict:
             import torch
 
             ceilings = nominal_ceilings(torch.cuda.get_device_name())
-    elif args.get("device_name"):
-        ceilings = nominal_ceilings(args["device_name"])
+    elif args.get("device_name"):  # without a GPU: this device's measured ceilings if cached, else its spec
+        ceilings = cached_ceilings(args.get("cache_dir"), args["device_name"])
+        ceilings = ceilings or nominal_ceilings(args["device_name"])
     if ceilings:
         out["ceilings"] = ceilings
         out["floor"] = floor(counts, ceilings)

@@ -1,11 +1,9 @@
-"""Tools by name, and the one entry point a sandbox worker calls for a ``tool`` request.
+"""Tools by name, and ``run_tool``: one tool call in this process, as a sandbox worker makes it.
 
-Request:  {"tool": "compile"|"profile"|"sanitize"|"roofline", "args": {...},
-           "limits": {"time_s", "max_output_bytes"}}
 Response: {"protocol": 1, "tool", "ok", "result" (structured JSON), "text" (short, for the agent),
            "error" (str|None), "elapsed_s", "truncated" (bool)}
 In-process, the deadline bounds every external command a tool starts (nvcc, ncu, compute-sanitizer); the
-process hosting the call (the core's worker, or ``_spawn``) enforces the hard limit by killing it.
+worker hosting the call enforces the hard limit by killing it (``_serve``, ``kernels_env.supervisor``).
 """
 
 from __future__ import annotations
@@ -13,6 +11,8 @@ from __future__ import annotations
 import time
 import traceback
 
+from ..fastpath.diagnostics import format_diagnostic
+from ._candidate import CandidateError
 from ._compile import compile_tool
 from ._context import ToolContext, ToolError, ToolLimits, fit_json, truncate_text
 from ._profile import profile_tool, roofline_block
@@ -25,9 +25,12 @@ PROTOCOL = 1
 def roofline_tool(args: dict, ctx: ToolContext) -> dict:
     if not args.get("reference"):
         raise ToolError("roofline needs 'reference'")
-    from ._profile import _cuda
+    from ._profile import _cuda, _device_name
 
-    return roofline_block(args, _cuda(), args.get("measured_us"))
+    cuda = _cuda()
+    out = roofline_block(args, cuda, args.get("measured_us"))
+    out["device"] = _device_name(True) if cuda else args.get("device_name")
+    return out
 
 
 TOOLS = {
@@ -38,19 +41,24 @@ TOOLS = {
 }
 
 
-def run_tool(name: str, args: dict | None = None, limits: dict | ToolLimits | None = None) -> dict:
-    """Run one tool in THIS process (call it only inside a sandbox process) and return the response."""
-    t0 = time.monotonic()
-    resp = {
+def error_response(tool: str | None, error: str | None) -> dict:
+    """A response without a result (``error`` None: the empty response ``run_tool`` fills in)."""
+    return {
         "protocol": PROTOCOL,
-        "tool": name,
+        "tool": tool,
         "ok": False,
         "result": None,
-        "text": "",
-        "error": None,
+        "text": f"{tool}: {error}" if error else "",
+        "error": error,
         "elapsed_s": 0.0,
         "truncated": False,
     }
+
+
+def run_tool(name: str, args: dict | None = None, limits: dict | ToolLimits | None = None) -> dict:
+    """Run one tool in THIS process (call it only inside a sandbox process) and return the response."""
+    t0 = time.monotonic()
+    resp = error_response(name, None)
     ctx = None
     try:
         if name not in TOOLS:
@@ -63,6 +71,12 @@ def run_tool(name: str, args: dict | None = None, limits: dict | ToolLimits | No
         resp["result"] = result
         resp["ok"] = bool(result.get("ok", True)) and not result.get("error")
         resp["text"] = RENDERERS[name](result)
+    except CandidateError as e:  # the candidate does not import: where and why, as the compiler says it
+        resp["error"] = format_diagnostic(e.diagnostic)
+        resp["diagnostic"] = e.diagnostic
+        resp["text"] = f"{name}: {resp['error']}" + (
+            f"\n{e.diagnostic['traceback']}" if "traceback" in e.diagnostic else ""
+        )
     except ToolError as e:
         resp["error"] = str(e)
         resp["text"] = f"{name}: {e}"
@@ -100,19 +114,3 @@ def fit_response(resp: dict, max_bytes: int) -> dict:
         )
         fitted["truncated"] = True
     return fitted
-
-
-def handle_tool_request(request: dict) -> dict:
-    """What the core's worker calls for a ``{"type": "tool", ...}`` request."""
-    if not isinstance(request, dict) or "tool" not in request:
-        return {
-            "protocol": PROTOCOL,
-            "tool": None,
-            "ok": False,
-            "result": None,
-            "text": "",
-            "error": "a tool request needs 'tool', 'args' and optionally 'limits'",
-            "elapsed_s": 0.0,
-            "truncated": False,
-        }
-    return run_tool(request["tool"], request.get("args") or {}, request.get("limits"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._diagnostics import format_diagnostic
+from ..fastpath.diagnostics import format_diagnostic
 
 
 def _f(v, fmt="{:.0f}", unit=""):
@@ -25,6 +25,8 @@ def render_compile(r: dict, max_diagnostics: int = 20) -> str:
     ]
     for d in r["diagnostics"][:max_diagnostics]:
         lines.append("  " + format_diagnostic(d))
+        if d.get("severity") == "error" and d.get("source"):
+            lines.append(f"      | {d['source'][:160]}")
     if len(r["diagnostics"]) > max_diagnostics:
         lines.append(f"  ... {len(r['diagnostics']) - max_diagnostics} more")
     for k in r["kernels"]:
@@ -33,7 +35,7 @@ def render_compile(r: dict, max_diagnostics: int = 20) -> str:
             f"{k['stack_frame_bytes']} B"
         )
         if k["spills"]:
-            s += f", SPILLS {k['spill_store_bytes']} B stored / {k['spill_load_bytes']} B loaded"
+            s += f", SPILLS {k['spill_stores_bytes']} B stored / {k['spill_loads_bytes']} B loaded"
         mix = k.get("sass")
         if mix:
             tc = ",".join(f"{op}x{n}" for op, n in mix["tensor_core"].items()) or "none"
@@ -54,7 +56,7 @@ def render_compile(r: dict, max_diagnostics: int = 20) -> str:
             lines.append(
                 f"    {k['name']}: warps {k.get('num_warps')}, stages {k.get('num_stages')}, smem "
                 f"{k.get('shared_bytes')} B, regs {k.get('n_regs', p.get('registers'))}, spills "
-                f"{k.get('n_spills', p.get('spill_store_bytes'))}"
+                f"{k.get('n_spills', p.get('spill_stores_bytes'))}"
             )
         if tri.get("note"):
             lines.append("    " + tri["note"])
@@ -121,7 +123,7 @@ def render_profile(r: dict, max_kernels: int = 8) -> str:
     if roof.get("floor"):
         fl, c = roof["floor"], roof["counts"]
         s = (
-            f"roofline: floor {fl['floor_us']:.1f} us ({fl['bound']}-bound: {_bytes(c['compulsory_bytes'])} "
+            f"roofline: floor {fl['floor_us']:.3g} us ({fl['bound']}-bound: {_bytes(c['compulsory_bytes'])} "
             f"compulsory at {roof['ceilings']['dram_gbps']:.0f} GB/s, "
             f"{c['matmul_flops'] / 1e9:.2f} GFLOP matmul ({fl['matmul_dtype']}) + "
             f"{c['other_flops'] / 1e9:.3f} GFLOP other; ceilings {roof['ceilings']['source']})"
@@ -173,7 +175,17 @@ def render_sanitize(r: dict, max_findings: int = 5) -> str:
 
 
 def render_roofline(r: dict) -> str:
-    return render_profile({"mode": "roofline", "device": r.get("device", "?"), "roofline": r, "notes": []})
+    lines = render_profile({"mode": "roofline", "device": "", "roofline": r, "notes": []}).splitlines()
+    lines[0] = f"roofline ({r.get('device') or 'no device given'})"
+    if r.get("note"):
+        lines.append(f"note: {r['note']}")
+    c = r.get("counts") or {}
+    if c and not r.get("floor"):
+        lines.append(
+            f"  {_bytes(c['compulsory_bytes'])} compulsory ({_bytes(c['unfused_bytes'])} unfused), "
+            f"{c['matmul_flops'] / 1e9:.3g} GFLOP matmul + {c['other_flops'] / 1e9:.3g} GFLOP other"
+        )
+    return "\n".join(lines)
 
 
 RENDERERS = {

@@ -152,14 +152,9 @@ def measure_ceilings(cache_dir: str | None = None, force: bool = False) -> dict:
     import torch
 
     name = torch.cuda.get_device_name()
-    key = f"{name}|{torch.version.cuda}|{torch.__version__}".replace("/", "_")
-    path = Path(os.path.expanduser(cache_dir or "~/.cache/cuda_agent_jax")) / "ceilings.json"
-    cache = {}
-    if path.exists():
-        try:
-            cache = json.loads(path.read_text())
-        except ValueError:
-            cache = {}
+    key = _ceilings_key(name)
+    path = _ceilings_path(cache_dir)
+    cache = _read_ceilings(path)
     if key in cache and not force:
         return cache[key]
     result = {"source": "measured", "device": name, "dram_gbps": _copy_gbps(torch), "tflops": {}}
@@ -177,12 +172,37 @@ def measure_ceilings(cache_dir: str | None = None, force: bool = False) -> dict:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
     result["measured_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
     cache[key] = result
-    try:
+    try:  # atomic: GPU workers and tool processes may measure at the same time
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(cache, indent=1))
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(cache, indent=1))
+        os.replace(tmp, path)
     except OSError:
         pass
     return result
+
+
+def _ceilings_key(device_name: str) -> str:
+    import torch
+
+    return f"{device_name}|{torch.version.cuda}|{torch.__version__}".replace("/", "_")
+
+
+def _ceilings_path(cache_dir: str | None) -> Path:
+    return Path(os.path.expanduser(cache_dir or "~/.cache/cuda_agent_jax")) / "ceilings.json"
+
+
+def _read_ceilings(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def cached_ceilings(cache_dir: str | None, device_name: str) -> dict | None:
+    """Ceilings measured earlier on ``device_name`` (by a GPU process with the same torch), if cached: what a
+    process without the GPU (the compile worker) uses."""
+    return _read_ceilings(_ceilings_path(cache_dir)).get(_ceilings_key(device_name))
 
 
 def _time_ms(torch, fn, iters: int) -> float:

@@ -24,6 +24,7 @@ def sanitize_tool(args: dict, ctx: ToolContext) -> dict:
     san = find_sanitizer()
     if not _cuda() or san is None:
         raise ToolError("sanitize needs a CUDA GPU and compute-sanitizer (PATH or /usr/local/cuda/bin)")
+    locate = _locator(args["solution"])
     out: dict = {"tools": {}, "clean": True}
     for i, tool in enumerate(tools):
         budget = ctx.check_time(tool) / (len(tools) - i)
@@ -54,6 +55,35 @@ def sanitize_tool(args: dict, ctx: ToolContext) -> dict:
         if not rep["completed"]:
             rep["log_tail"] = (text + res.stderr)[-2000:]
         rep["clean"] = bool(rep.get("clean")) and not res.timed_out
+        for finding in rep["findings"]:
+            _to_python_lines(finding, locate)
         out["tools"][tool] = rep
         out["clean"] = out["clean"] and rep["clean"]
     return out
+
+
+def _locator(solution: str):
+    """Kernel source locations -> the candidate's Python lines (its import is cheap: builds are cached)."""
+    from ._candidate import resolve_candidate
+    from ._capture import capture, source_locator
+
+    c = resolve_candidate(solution)
+    try:
+        return source_locator(capture(c), c.python_files())
+    except Exception:  # noqa: BLE001 - without the map, findings keep the kernel source's own locations
+        return lambda file, line, kernel: None
+
+
+def _to_python_lines(finding: dict, locate) -> None:
+    """``file``/``line`` become the candidate's Python file and line when the kernel is a string there
+    (``unit``/``unit_line`` keep the kernel source's own); the same for a race's other access."""
+    where = locate(finding.get("file"), finding.get("line"), finding.get("kernel"))
+    if where is not None:
+        finding["unit"], finding["unit_line"] = finding["file"], finding["line"]
+        finding["file"], finding["line"] = where
+    other = finding.get("other")
+    if other:
+        where = locate(other.get("file"), other.get("line"), finding.get("kernel"))
+        if where is not None:
+            other["unit"], other["unit_line"] = other["file"], other["line"]
+            other["file"], other["line"] = where

@@ -50,6 +50,7 @@ _RACE_SUMMARY = re.compile(
     r"RACECHECK SUMMARY: ([\d,]+) hazards? displayed \(([\d,]+) errors?, ([\d,]+) warnings?\)"
 )
 _NOT_PRINTED = re.compile(r"([\d,]+) errors? (?:were|was) not printed")
+_SKIPPED = re.compile(r"([\d,]+) errors? (?:were|was) skipped")
 
 
 def find_sanitizer() -> str | None:
@@ -233,6 +234,9 @@ def parse_sanitizer(text: str, tool: str = "memcheck") -> dict:
     m = _NOT_PRINTED.search(text)
     if m:
         summary["not_printed"] = int(m.group(1).replace(",", ""))
+    m = _SKIPPED.search(text)  # e.g. "3840 errors were skipped (error buffer overflow)": not in the count
+    if m:
+        summary["skipped"] = int(m.group(1).replace(",", ""))
     n_err = sum(f["count"] for f in errors if f["severity"] == "error")
     completed = summary["reported"] is not None
     return {

@@ -122,11 +122,16 @@ def _triton_bin() -> list[str]:
 
 
 def find_cuda_binary(name: str) -> str | None:
-    """``name`` on PATH, in /usr/local/cuda*/bin, or in Triton's bundled bin directory."""
+    """``name`` on PATH, in the CUDA toolkit the fast path uses, /usr/local/cuda*/bin, or Triton's bundled
+    bin directory."""
+    from ..fastpath.toolchain import cuda_home
+
     path = shutil.which(name)
     if path:
         return path
+    home = cuda_home()
     for root in (
+        *([f"{home}/bin"] if home else []),
         "/usr/local/cuda/bin",
         *sorted(map(str, Path("/usr/local").glob("cuda-*/bin"))),
         *_triton_bin(),

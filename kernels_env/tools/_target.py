@@ -1,22 +1,31 @@
-"""The process that ncu / compute-sanitizer launch: build the model, warm up, run the measured forwards.
+"""The process that ncu / compute-sanitizer launch (and the cheap profile on a GPU): build the models, warm
+up, run the measured forwards.
 
-``python -m kernels_env.tools._target --reference R --solution S --which candidate|reference
---mode range|once [--warmup N] [--iters N] --result FILE``. In ``range`` mode the measured forwards run
-inside the NVTX push/pop range the profiler filters on, after a device synchronisation, so warm-up, JIT and
-autotuning launches are never profiled. It writes a JSON status to ``--result`` (its stdout belongs to the
-candidate).
+``python -m kernels_env.tools._target --reference R --solution S --which candidate|reference|both
+--mode range|once|events [--warmup N] [--iters N] --result FILE``. The reference and the candidate are
+loaded by the sandbox's loader and fed the harness's inputs (``_candidate``). In ``range`` mode the measured
+forwards run inside the NVTX push/pop range the profiler filters on, after a device synchronisation, so
+warm-up, JIT and autotuning launches are never profiled; a marker kernel between the reference's and the
+candidate's launches splits the profile. ``events`` mode runs the cheap profile (``_events``) of each model.
+It writes a JSON status to ``--result`` (its stdout belongs to the candidate).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
 import traceback
 
-from ._load import build, in_directory, load_reference, load_solution, make_inputs, resolve_solution
+from ._candidate import (
+    CandidateError,
+    build_model,
+    load_candidate,
+    load_reference,
+    resolve_candidate,
+    task_inputs,
+)
 from ._ncu import MARKER_CYCLES, NVTX_RANGE
 
 
@@ -25,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", required=True)
     ap.add_argument("--solution")
     ap.add_argument("--which", choices=("candidate", "reference", "both"), default="candidate")
-    ap.add_argument("--mode", choices=("range", "once"), default="range")
+    ap.add_argument("--mode", choices=("range", "once", "events"), default="range")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--iters", type=int, default=1)
     ap.add_argument("--device", default="cuda")
@@ -35,48 +44,60 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import torch
 
-        ref = load_reference(a.reference)
-        runs = []  # (label, root, model class) in profiling order: reference first, then the candidate
+        problem = load_reference(a.reference)
+        runs = []  # (label, model class) in profiling order: reference first, then the candidate
         if a.which in ("reference", "both"):
-            runs.append(("reference", None, ref.Model))
+            runs.append(("reference", problem.Model))
         if a.which in ("candidate", "both"):
-            sol = resolve_solution(a.solution)
-            runs.append(("candidate", sol.root, load_solution(sol).ModelNew))
+            runs.append(("candidate", load_candidate(resolve_candidate(a.solution))[1]))
         status["stage"] = "build"
-        built = []
-        for label, root, cls in runs:
-            with in_directory(root) if root else contextlib.nullcontext():
-                built.append((label, root, build(ref, cls, a.device), make_inputs(ref, a.device)))
-        status["stage"] = "warmup"
-        with torch.no_grad():
-            for _label, root, model, inputs in built:
-                with in_directory(root) if root else contextlib.nullcontext():
-                    for _ in range(a.warmup if a.mode == "range" else 0):
-                        model(*inputs)
-            _sync(torch, a.device)
+        built = [
+            (label, build_model(problem, cls, a.device), task_inputs(problem, a.device))
+            for label, cls in runs
+        ]
+        if a.mode == "events":  # the cheap profile (PyTorch profiler) of each model, in this fresh process
+            from ._events import profile_forward
+
             status["stage"] = "forward"
-            if a.mode == "range":
-                torch.cuda.nvtx.range_push(NVTX_RANGE)
-            for i, (label, root, model, inputs) in enumerate(built):
-                if (
-                    i and a.mode == "range"
-                ):  # a marker kernel between the two models' launches splits the profile
-                    torch.cuda._sleep(MARKER_CYCLES)
-                t0 = time.perf_counter()
-                with in_directory(root) if root else contextlib.nullcontext():
-                    for _ in range(a.iters):
-                        model(*inputs)
-                _sync(torch, a.device)
-                status[f"{label}_forward_s"] = time.perf_counter() - t0
-            if a.mode == "range":
-                torch.cuda.nvtx.range_pop()
+            status["events"] = {
+                label: profile_forward(model, inputs, device=a.device, warmup=a.warmup, iters=a.iters)
+                for label, model, inputs in built
+            }
+        else:
+            _forwards(torch, built, a, status)
         status.update(ok=True, stage="done")
+    except CandidateError as e:
+        status["error"] = str(e)
+        status["diagnostic"] = e.diagnostic
     except BaseException as e:  # noqa: BLE001 - report everything, including SystemExit from the candidate
         status["error"] = f"{type(e).__name__}: {e}"[:2000]
         status["traceback"] = traceback.format_exc()[-4000:]
     with open(a.result, "w") as f:
         json.dump(status, f)
     return 0 if status["ok"] else 1
+
+
+def _forwards(torch, built: list, a: argparse.Namespace, status: dict) -> None:
+    """Warm-up, then the measured forwards (in ``range`` mode inside the NVTX range, split by a marker)."""
+    status["stage"] = "warmup"
+    with torch.no_grad():
+        for _label, model, inputs in built:
+            for _ in range(a.warmup if a.mode == "range" else 0):
+                model(*inputs)
+        _sync(torch, a.device)
+        status["stage"] = "forward"
+        if a.mode == "range":
+            torch.cuda.nvtx.range_push(NVTX_RANGE)
+        for i, (label, model, inputs) in enumerate(built):
+            if i and a.mode == "range":
+                torch.cuda._sleep(MARKER_CYCLES)
+            t0 = time.perf_counter()
+            for _ in range(a.iters):
+                model(*inputs)
+            _sync(torch, a.device)
+            status[f"{label}_forward_s"] = time.perf_counter() - t0
+        if a.mode == "range":
+            torch.cuda.nvtx.range_pop()
 
 
 def _sync(torch, device):

@@ -12,7 +12,7 @@ import contextlib
 import traceback
 
 from ._context import ToolContext, run_cmd
-from ._ptxas import parse_ptxas
+from ._resources import ptxas_records
 from ._sass import find_cuda_binary, parse_sass
 
 
@@ -67,9 +67,9 @@ def kernel_report(kernel, ctx: ToolContext, *, sass: bool = False) -> dict:
             [ptxas, "-v", f"-arch={ptx_arch}", "-o", str(tmp / "k.cubin"), str(tmp / "k.ptx")],
             min(60.0, ctx.check_time("ptxas")),
         )
-        parsed = parse_ptxas(res.stdout + res.stderr)
-        if parsed["kernels"]:
-            rep["ptxas"] = parsed["kernels"][0]
+        records = ptxas_records(res.stdout + res.stderr)
+        if records:
+            rep["ptxas"] = records[0]
     cubin = kernel.asm.get("cubin") if isinstance(kernel.asm, dict) else None
     if sass and cubin:
         tool = find_cuda_binary("cuobjdump")
@@ -101,14 +101,14 @@ def triton_compile_report(cap, args: dict, ctx: ToolContext, *, sass: bool = Fal
             else "pass 'reference' to compile Triton kernels"
         )
         return out
-    from ._load import build, in_directory, load_reference, make_inputs, resolve_solution
+    from ._candidate import build_model, load_reference, resolve_candidate, task_inputs
 
-    sol = resolve_solution(args["solution"])
+    c = resolve_candidate(args["solution"])
+    problem = load_reference(args["reference"])
     try:
-        ref = load_reference(args["reference"])
-        with in_directory(sol.root), torch.no_grad():
-            model = build(ref, cap.module.ModelNew, "cuda")
-            model(*make_inputs(ref, "cuda"))
+        with torch.no_grad():
+            model = build_model(problem, cap.model_new, "cuda")
+            model(*task_inputs(problem, "cuda"))
             torch.cuda.synchronize()
     except BaseException as e:  # noqa: BLE001
         out["ok"] = False
@@ -116,7 +116,7 @@ def triton_compile_report(cap, args: dict, ctx: ToolContext, *, sass: bool = Fal
         out["diagnostics"].append(
             {
                 "severity": "error",
-                "file": sol.path.name,
+                "file": c.display,
                 "line": None,
                 "column": None,
                 "code": type(e).__name__,

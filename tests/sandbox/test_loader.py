@@ -31,7 +31,7 @@ def test_parse_nvcc_gcc_ptxas_ld():
     assert first == {
         "file": "bad.cu",
         "line": 3,
-        "column": None,
+        "column": 10,  # EDG's caret, on the echoed line (2-space indent removed)
         "severity": "error",
         "message": 'identifier "y" is undefined',
     }

@@ -1,12 +1,23 @@
-"""Parsers on recorded real outputs: ptxas -v, nvcc/NVRTC diagnostics, cuobjdump/nvdisasm SASS."""
+"""Parsers on recorded real outputs: ptxas -v, nvcc/NVRTC diagnostics, cuobjdump/nvdisasm SASS.
+
+ptxas and diagnostics parsing is the fast path's (``kernels_env.fastpath.diagnostics``), used by the tools
+through ``_resources``; these tests hold it to the outputs the tools see.
+"""
 
 from __future__ import annotations
 
 from conftest import recorded
 
-from kernels_env.tools._diagnostics import format_diagnostic, parse_diagnostics
-from kernels_env.tools._ptxas import parse_ptxas, short_kernel_name
+from kernels_env.fastpath.diagnostics import format_diagnostic, parse_diagnostics
+from kernels_env.tools._resources import ptxas_records, short_kernel_name
 from kernels_env.tools._sass import parse_sass
+
+
+def parse_ptxas(text: str) -> dict:
+    return {
+        "kernels": ptxas_records(text),
+        "diagnostics": [d for d in parse_diagnostics(text) if d["tool"] == "ptxas"],
+    }
 
 
 def test_ptxas_resource_usage_per_kernel():
@@ -23,7 +34,7 @@ def test_ptxas_spills_and_register_cap_warning():
     out = parse_ptxas(recorded("spills.nvcc_ptxas_v.txt"))
     (k,) = out["kernels"]
     assert k["registers"] == 24 and k["spills"]
-    assert (k["stack_frame_bytes"], k["spill_store_bytes"], k["spill_load_bytes"]) == (96, 96, 132)
+    assert (k["stack_frame_bytes"], k["spill_stores_bytes"], k["spill_loads_bytes"]) == (96, 96, 132)
     assert k["cumulative_stack_bytes"] == 96
     assert (
         out["diagnostics"][0]["severity"] == "warning"
@@ -63,7 +74,9 @@ def test_nvcc_diagnostics_with_file_line_column_and_source():
 
 
 def test_nvrtc_log_and_path_mapping():
-    d = parse_diagnostics(recorded("undefined_ident.nvrtc_log.txt"), {"undefined_ident.cu": "kernels/k.cu"})
+    d = parse_diagnostics(
+        recorded("undefined_ident.nvrtc_log.txt"), path_map={"undefined_ident.cu": "kernels/k.cu"}
+    )
     assert [x["line"] for x in d] == [4, 5]
     assert all(x["file"] == "kernels/k.cu" and x["severity"] == "error" for x in d)
     assert 'identifier "undefined_value" is undefined' in d[1]["message"]
@@ -77,12 +90,13 @@ def test_tool_and_host_compiler_lines():
         "nvcc fatal   : Unsupported gpu architecture 'compute_12'\n"
     )
     d = parse_diagnostics(text)
-    assert [(x["tool"], x["severity"]) for x in d] == [
-        ("ptxas", "error"),
+    assert sorted((x["tool"], x["severity"]) for x in d) == [
         ("host", "error"),
         ("nvcc", "error"),
+        ("ptxas", "error"),
     ]
-    assert (d[1]["file"], d[1]["line"], d[1]["column"]) == ("kernel.cu", 12, 5)
+    host = next(x for x in d if x["tool"] == "host")
+    assert (host["file"], host["line"], host["column"]) == ("kernel.cu", 12, 5)
 
 
 def test_sass_vector_loads_and_no_tensor_cores():

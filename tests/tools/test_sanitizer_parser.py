@@ -58,11 +58,63 @@ def test_real_sanitizer_outputs():
     def rep(name, tool):
         return parse_sanitizer((REAL / name).read_text(errors="replace"), tool)
 
-    oob = rep("sanitizer_memcheck_oob.log", "memcheck")
-    assert oob["completed"] and any("write" in f["kind"] for f in oob["findings"]), oob
+    for name in ("sanitizer_memcheck_oob.log", "sanitizer_memcheck_oob_kns.log"):
+        oob = rep(name, "memcheck")
+        (f,) = [f for f in oob["findings"] if f["severity"] == "error"]
+        assert oob["completed"] and not oob["clean"] and oob["error_count"] == 34
+        assert (f["kind"], f["kernel"], f["line"], f["count"]) == (
+            "invalid __global__ write",
+            "scale_oob",
+            4,
+            20,
+        )
+        assert f["file"].endswith(".cu") and f["block"] == [16, 0, 0] and f["access_bytes"] == 4
+        assert f["nearest_allocation"]["side"] == "after" and f["nearest_allocation"]["size_bytes"] == 16384
+        assert oob["summary"]["not_printed"] == 14
     race = rep("sanitizer_racecheck_race.log", "racecheck")
-    assert race["completed"] and any("race" in f["kind"] for f in race["findings"]), race
+    (f,) = race["findings"]
+    assert race["completed"] and race["error_count"] == 1 and f["kernel"] == "reverse_race"
+    assert (f["kind"], f["line"], f["other"]["line"], f["hazards"]) == (
+        "shared-memory race: Write vs Read",
+        5,
+        7,
+        16384,
+    )
     init = rep("sanitizer_initcheck_uninit.log", "initcheck")
-    assert init["completed"] and any(f["kind"] == "uninitialized read" for f in init["findings"]), init
+    (f,) = init["findings"]
+    assert (
+        init["completed"]
+        and f["kind"] == "uninitialized read"
+        and (f["kernel"], f["line"]) == ("add_scratch", 4)
+    )
+    assert init["summary"]["skipped"] == 3840 and init["summary"]["not_printed"] == 236
     for tool in ("memcheck", "racecheck", "initcheck"):
-        assert rep(f"sanitizer_{tool}_clean.log", tool)["clean"], tool
+        clean = rep(f"sanitizer_{tool}_clean.log", tool)
+        assert clean["clean"] and clean["completed"] and not clean["findings"], tool
+
+
+@needs_real
+def test_real_findings_point_at_the_candidates_python_lines():
+    """The sanitizer names the kernel source (``<sha1>.cubin.cu:5`` from CuPy, ``reverse_race.cu:5`` from the
+    fast path); the tool maps it to the line of the string in the solution the agent edits."""
+    from conftest import PROBLEMS
+
+    from kernels_env.tools._candidate import resolve_candidate
+    from kernels_env.tools._capture import capture, source_locator
+    from kernels_env.tools._sanitize import _to_python_lines
+
+    race = parse_sanitizer((REAL / "sanitizer_racecheck_race.log").read_text(), "racecheck")
+    c = resolve_candidate(PROBLEMS / "sol_race.py")
+    locate = source_locator(capture(c), c.python_files())
+    (f,) = race["findings"]
+    _to_python_lines(f, locate)
+    lines = (PROBLEMS / "sol_race.py").read_text().splitlines()
+    assert (f["file"], f["unit_line"], f["other"]["file"]) == ("sol_race.py", 5, "sol_race.py")
+    assert lines[f["line"] - 1].strip().startswith("buf[t] = ")
+    assert lines[f["other"]["line"] - 1].strip() == "float v = buf[255 - t];"
+    named = {"file": "reverse_race.cu", "line": 7, "kernel": "reverse_race"}  # the fast path's own file name
+    _to_python_lines(named, locate)
+    assert named["file"] == "sol_race.py" and named["line"] == f["other"]["line"]
+    elsewhere = {"file": "other.cu", "line": 3, "kernel": "unknown_kernel"}
+    _to_python_lines(elsewhere, locate)
+    assert elsewhere == {"file": "other.cu", "line": 3, "kernel": "unknown_kernel"}

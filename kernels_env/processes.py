@@ -1,0 +1,27 @@
+"""Killing a sandbox process together with everything it started.
+
+A worker or a forked compile/tool child runs compilers and profilers (nvcc, ncu, compute-sanitizer) that the
+tools start in their own sessions so they can be killed as a group on their own deadline; killing only the
+worker's process group would leave those running. ``kill_tree`` kills every descendant, then the group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+import psutil
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL every descendant of ``pid`` (whatever its session), then ``pid``'s process group."""
+    try:
+        descendants = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    for proc in descendants:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
