@@ -5,6 +5,13 @@ A compile worker imports torch once, then forks one short-lived child per reques
 materialises the sources, installs the build hooks (``kernels_env.build``), imports the reference and the
 solution with ``KERNELS_ENV_BUILD_ONLY=1``, checks ``ModelNew`` and its constructor, and reports. The parent
 enforces the compile timeout by killing the child's whole process group (nvcc, ninja, ...).
+
+Candidate code runs in the child, so the child's report is not trusted blindly: the child closes the worker's
+protocol descriptors first, imports the solution under the guard's ``load_guard`` (writes to the judge's files
+and introspection are refused: ``rejected``), and reports in two JSON lines: the reference's status (written
+before any candidate code ran) and then the solution's. A report that claims the reference broke after the
+reference was fine, or any extra line, is a forgery (``protocol_forgery``); ``needs_cuda`` is recomputed here
+from the sources.
 """
 
 from __future__ import annotations
@@ -19,14 +26,24 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import build, loader
+from . import build, loader, protocol
 from .diagnostics import truncate
 from .loader import LoadError, ProblemError
 from .protocol import CompileRequest
-from .result import COMPILE_ERROR, TIMEOUT, message
+from .result import COMPILE_ERROR, REJECTED, TIMEOUT, message
 
 
-def compile_in_child(req: CompileRequest) -> dict[str, Any]:
+def _texts(req: CompileRequest) -> tuple[list[str], list[str]]:
+    sol = req.solution
+    texts = (
+        [sol.text] if sol.text is not None else [t for p, t in (sol.files or {}).items() if p.endswith(".py")]
+    )
+    return texts, list(sol.files or {})
+
+
+def compile_in_child(req: CompileRequest, report_reference=lambda report: None) -> dict[str, Any]:
+    """Import reference and solution; ``report_reference`` receives the reference's status before any
+    candidate code runs."""
     os.environ.update(req.env)
     build.install_build_hooks(True, os.environ.get(build.SANDBOX_CACHE_ENV, req.workdir))
     workdir = Path(req.workdir)
@@ -38,16 +55,37 @@ def compile_in_child(req: CompileRequest) -> dict[str, Any]:
         return {"problem_error": str(exc)}
     except Exception as exc:
         return {"problem_error": f"reference get_init_inputs() failed: {type(exc).__name__}: {exc}"}
+    report_reference({"reference": "ok"})
+    from .guard import load_guard
+
     sol = req.solution
     workspace = sol.name if sol.files is not None else None
     display = f"{sol.name}/{sol.entry}" if workspace else Path(sol.name).name
-    texts = (
-        [sol.text] if sol.text is not None else [t for p, t in (sol.files or {}).items() if p.endswith(".py")]
-    )
-    files = list(sol.files or {})
+    texts, files = _texts(req)
+    judge_dir = str(Path(__file__).resolve().parent)
     try:
         path = loader.materialize(sol, workdir / "solution")
-        _, model_new = loader.load_solution(path, display, workspace)
+        with load_guard(
+            candidate_paths=[str(path.parent)], reference_paths=[str(ref_path)], protected_paths=[judge_dir]
+        ) as found:
+            try:
+                _, model_new = loader.load_solution(path, display, workspace)
+            except LoadError as exc:
+                failed = exc
+            else:
+                failed = None
+        if found:  # refused while importing: this is the verdict, whatever the import did next
+            first = found[0]
+            return {
+                "status": REJECTED,
+                "error": f"policy check {first.check!r} failed: {first.message}",
+                "check": first.check,
+                "evidence": {**first.evidence, "stage": "compile"},
+                "backends": build.detect_backends(texts, build.BUILDS),
+                "guard_enforced": True,
+            }
+        if failed is not None:
+            raise failed
         loader.check_call(model_new, init_inputs, "ModelNew", COMPILE_ERROR)
     except LoadError as exc:
         return {
@@ -55,6 +93,7 @@ def compile_in_child(req: CompileRequest) -> dict[str, Any]:
             "error": exc.error,
             "messages": exc.messages,
             "backends": build.detect_backends(texts, build.BUILDS),
+            "guard_enforced": True,  # the import ran under the guard's load_guard
         }
     return {
         "status": "ok",
@@ -76,6 +115,9 @@ def serve(req: CompileRequest) -> dict[str, Any]:
         code = 0
         try:
             os.close(read_fd)
+            for fd in protocol.CHANNEL_FDS:  # the worker's protocol: candidate code must not reach it
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             os.setsid()
             _die_with_parent()
             log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -83,7 +125,7 @@ def serve(req: CompileRequest) -> dict[str, Any]:
             os.dup2(log, 2)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
-            report = compile_in_child(req)
+            report = compile_in_child(req, lambda line: _write_line(write_fd, line))
         except BaseException as exc:  # the child must always report and exit
             report = {
                 "status": COMPILE_ERROR,
@@ -92,10 +134,7 @@ def serve(req: CompileRequest) -> dict[str, Any]:
             }
             code = 1
         try:
-            data = json.dumps(report, default=str).encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view) :]
+            _write_line(write_fd, report)
         finally:
             os._exit(code)
     os.close(write_fd)
@@ -127,10 +166,7 @@ def serve(req: CompileRequest) -> dict[str, Any]:
             "messages": [message("log", log_tail)] if log_tail else [],
             "duration_s": duration,
         }
-    try:
-        report = json.loads(b"".join(chunks)) if chunks else None
-    except ValueError:
-        report = None
+    report = _parse_report(b"".join(chunks), req)
     if report is None:
         how = (
             f"signal {signal.Signals(-os.waitstatus_to_exitcode(status)).name}"
@@ -146,6 +182,50 @@ def serve(req: CompileRequest) -> dict[str, Any]:
         report.setdefault("messages", []).append(message("log", log_tail))
     report["duration_s"] = duration
     return report
+
+
+def _write_line(fd: int, value: dict[str, Any]) -> None:
+    view = memoryview(json.dumps(value, default=str).encode() + b"\n")
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _parse_report(data: bytes, req: CompileRequest) -> dict[str, Any] | None:
+    """The child's report, checked against what its first line (written before candidate code) said."""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    try:
+        values = [json.loads(line) for line in lines]
+    except ValueError:
+        values = None
+    if not lines:
+        return None  # the child died before reporting anything
+    if values is None or not all(isinstance(v, dict) for v in values):
+        return _forged("the compile report is not JSON")
+    if len(values) == 1 and "problem_error" in values[0]:
+        return values[0]  # the reference failed before any candidate code ran
+    if values[0] != {"reference": "ok"} or len(values) > 2:
+        return _forged(f"the compile child wrote {len(values)} reports")
+    if len(values) == 1:
+        return None  # reference fine, then the child died while importing the solution
+    report = values[1]
+    if "problem_error" in report:
+        return _forged("a broken reference reported after the reference loaded")
+    if report.get("status") == "ok":  # recomputed from the sources, never taken from the child
+        texts, files = _texts(req)
+        from_builds = bool(report.get("needs_cuda")) and bool(build.OTHER_MARKERS["load_inline"].search(
+            "\n".join(texts)) or build.OTHER_MARKERS["cpp_extension"].search("\n".join(texts)))  # fmt: skip
+        report["needs_cuda"] = build.needs_cuda(texts, [], files) or from_builds
+    return report
+
+
+def _forged(what: str) -> dict[str, Any]:
+    return {
+        "status": REJECTED,
+        "error": f"policy check 'protocol_forgery' failed: {what}",
+        "check": "protocol_forgery",
+        "evidence": {"what": what, "stage": "compile"},
+        "guard_enforced": True,
+    }
 
 
 def _die_with_parent() -> None:

@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "evaluate": "kernels_env.cli.evaluate",
     "baseline": "kernels_env.cli.baseline",
     "batch": "kernels_env.cli.batch",
+    "audit": "kernels_env.cli.audit",
 }
 
 

@@ -5,6 +5,9 @@ collector to find the judge's tensors (catalogue #14), reads raw memory through 
 ``__code__``, installs tracers/audit hooks, writes or deletes protected files (the judge package, the
 problem files: catalogue #15), or spawns processes during forward. Only calls made directly by candidate
 code count, so libraries that introspect for their own reasons (logging, torch, Triton) are not blamed.
+Opening the judge's protocol descriptors (``kernels_env.protocol.CHANNEL_FDS``, by number or through
+``/proc/*/fd``, ``/dev/fd``) is ``protocol_forgery``; opening ``/proc/*/mem`` is ``introspection``, whoever
+calls it.
 
 Exception watcher: an exception caught by candidate code inside forward (catalogue #2: ``try: kernel()
 except: fallback()``) is a failure even if forward then returns normally. Python >= 3.12 uses
@@ -16,11 +19,13 @@ normally), which costs one Python call per function call while the guard is on.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterable
 from types import FrameType
 
+from .. import protocol
 from . import _checks
 from ._frames import CANDIDATE, REFERENCE, FrameClassifier, describe
 
@@ -83,14 +88,20 @@ _SPAWN_EVENTS = frozenset(
 _HELPER_MODULES = ("inspect.py", "traceback.py")  # stdlib wrappers the candidate may call instead
 
 LOAD, FORWARD = "load", "forward"
+_FD_PATH = re.compile(r"^/(?:proc/[^/]+|dev)/fd/(\d+)$")
+_MEM_PATH = re.compile(r"^/proc/[^/]+/(?:task/\d+/)?mem$")
 
 _ACTIVE: list[Watch] = []
 _INSTALLED = False
 _LOCAL = threading.local()
 
 
+# Frequent events no check looks at (ctypes launchers of timed kernels raise one per call).
+_HOT_EVENTS = frozenset({"ctypes.call_function", "ctypes.get_errno", "ctypes.set_errno", "ctypes.addressof"})
+
+
 def _hook(event: str, args: tuple) -> None:
-    if not _ACTIVE or getattr(_LOCAL, "busy", False):
+    if event in _HOT_EVENTS or not _ACTIVE or getattr(_LOCAL, "busy", False):
         return
     watch = _ACTIVE[-1]
     _LOCAL.busy = True
@@ -222,9 +233,38 @@ class Watch:
         return any(p == r or p.startswith(r + os.sep) for r in self.protected)
 
     # -- audit events
+    def _channel_or_memory(self, path) -> bool:
+        """Opening the judge's reply channel or this process's memory: refused, whoever asks."""
+        if isinstance(path, int):
+            hit = path in protocol.CHANNEL_FDS
+            what = f"file descriptor {path}"
+        elif isinstance(path, (str, bytes)):
+            text = os.fsdecode(path)
+            if _MEM_PATH.match(text):
+                self._record(
+                    _checks.Violation(
+                        _checks.INTROSPECTION, f"opened {text} (raw process memory)", {"path": text}
+                    )
+                )
+                return True
+            m = _FD_PATH.match(text)
+            hit = bool(m) and int(m.group(1)) in protocol.CHANNEL_FDS
+            what = text
+        else:
+            return False
+        if hit:
+            self._record(
+                _checks.Violation(
+                    _checks.PROTOCOL_FORGERY, f"opened the judge's protocol channel ({what})", {"path": what}
+                )
+            )
+        return hit
+
     def _on_event(self, event: str, args: tuple) -> None:
         if event == "open":
             path, mode = args[0], args[1] if len(args) > 1 else "r"
+            if self._channel_or_memory(path):
+                return
             writing = isinstance(mode, str) and any(c in mode for c in "wax+")
             if not writing and len(args) > 2 and isinstance(args[2], int):
                 writing = bool(args[2] & (os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC))
