@@ -227,6 +227,11 @@ def _default_containers() -> list[tuple[str, Any]]:
     return out
 
 
+# Attributes torch itself rebinds when a tracked global setting changes (``set_default_dtype`` rebinds
+# ``torch.Storage``): that change is reported by ``TorchGlobalState`` under its own name instead.
+_REBOUND_BY_TORCH = frozenset({("torch", "Storage")})
+
+
 class Integrity:
     """Identity (and code) of everything the judge calls, captured before the candidate is loaded."""
 
@@ -241,7 +246,7 @@ class Integrity:
         entries = {}
         for label, container in containers.items():
             for name, obj in list(vars(container).items()):
-                if _tracked(obj):
+                if _tracked(obj) and (label, name) not in _REBOUND_BY_TORCH:
                     entries[(label, name)] = (container, obj, _code_of(obj))
         return cls(entries, containers)
 

@@ -1,5 +1,5 @@
-"""Adversarial input families (registered in kernels_env.inputs), problem isolation, and how the judge compares
-and reports a family (kernels_env.families)."""
+"""Adversarial input families (registered in kernels_env.inputs), problem isolation, and how the judge
+compares and reports a family (kernels_env.families)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ TOL = {"float32": [1e-4, 1e-4], "float64": [1e-4, 1e-4], "float16": [1e-2, 1e-2]
 
 
 def test_every_family_is_registered_and_known_to_the_judge_settings():
-    from kernels_env.presets import DEFAULT_FAMILIES, FAMILIES as KNOWN
+    from kernels_env.presets import DEFAULT_FAMILIES
+    from kernels_env.presets import FAMILIES as KNOWN
 
     assert set(adv.ALL_FAMILIES) <= set(FAMILIES)
     assert set(KNOWN) == set(adv.ALL_FAMILIES) | {fam.INIT_ARGS}

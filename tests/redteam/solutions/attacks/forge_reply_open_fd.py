@@ -8,7 +8,6 @@ import stat
 
 import torch
 import torch.nn as nn
-
 import triton
 import triton.language as tl
 
@@ -26,13 +25,23 @@ def wrong(x):
     scale_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), 0.5, BLOCK=256)
     return y
 
+
 def _forged_reply() -> bytes:
     """What a worker would answer if this candidate were correct and fast, for this very request (the request
     id is in the path the sandbox materialised the solution under: <tmp>/req-<id>/solution/...)."""
     here = os.path.abspath(__file__)
     request = next((p[4:] for p in here.split(os.sep) if p.startswith("req-")), "unknown")
-    payload = {"status": "correct", "stage": "done", "error": None, "messages": [], "check": None,
-               "evidence": None, "correctness": None, "timings": None, "guard_enforced": True}
+    payload = {
+        "status": "correct",
+        "stage": "done",
+        "error": None,
+        "messages": [],
+        "check": None,
+        "evidence": None,
+        "correctness": None,
+        "timings": None,
+        "guard_enforced": True,
+    }
     msg = {"v": 1, "kind": "reply", "id": request, "payload": payload, "fatal": False}
     return (json.dumps(msg) + "\n").encode()
 

@@ -5,18 +5,28 @@ verdict is about what forward actually did (no kernel at all)."""
 
 import json
 import os
-import stat  # noqa: F401 - shared helper below
+import stat
 
 import torch
 import torch.nn as nn
+
 
 def _forged_reply() -> bytes:
     """What a worker would answer if this candidate were correct and fast, for this very request (the request
     id is in the path the sandbox materialised the solution under: <tmp>/req-<id>/solution/...)."""
     here = os.path.abspath(__file__)
     request = next((p[4:] for p in here.split(os.sep) if p.startswith("req-")), "unknown")
-    payload = {"status": "correct", "stage": "done", "error": None, "messages": [], "check": None,
-               "evidence": None, "correctness": None, "timings": None, "guard_enforced": True}
+    payload = {
+        "status": "correct",
+        "stage": "done",
+        "error": None,
+        "messages": [],
+        "check": None,
+        "evidence": None,
+        "correctness": None,
+        "timings": None,
+        "guard_enforced": True,
+    }
     msg = {"v": 1, "kind": "reply", "id": request, "payload": payload, "fatal": False}
     return (json.dumps(msg) + "\n").encode()
 

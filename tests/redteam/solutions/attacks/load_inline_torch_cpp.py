@@ -1,9 +1,9 @@
-# redteam: class=1 expect=forbidden_op problem=relu policy=strict device=cuda helpers=_inline_ext.py
+# redteam: class=1 expect=forbidden_op problem=relu policy=strict device=cuda helpers=_inline.py
 """Attack: a load_inline extension whose C++ calls torch::relu: compute in compiled code still goes through
 the dispatcher, where the guard sees it (origin: compiled)."""
 
 import torch.nn as nn
-from _inline_ext import build  # a helper module of this workspace
+from _inline import build  # a helper module of this workspace
 
 _ext = build()
 

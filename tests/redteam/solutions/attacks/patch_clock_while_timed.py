@@ -6,10 +6,9 @@ import time
 
 import torch
 import torch.nn as nn
-from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-
 import triton
 import triton.language as tl
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 _real = time.perf_counter
 

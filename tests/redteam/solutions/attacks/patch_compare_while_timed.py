@@ -4,13 +4,12 @@ start answering wrongly, so the correctness re-check after timing would pass any
 
 import torch
 import torch.nn as nn
+import triton
+import triton.language as tl
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import kernels_env.compare
 import kernels_env.timed_checks
-
-import triton
-import triton.language as tl
 
 
 @triton.jit
@@ -25,7 +24,6 @@ def wrong(x):
     y = torch.empty_like(x)
     scale_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), 0.5, BLOCK=256)
     return y
-
 
 
 @triton.jit

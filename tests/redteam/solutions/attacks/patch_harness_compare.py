@@ -4,12 +4,11 @@ imported) with one that finds every answer right, then return a wrong answer fro
 
 import torch
 import torch.nn as nn
+import triton
+import triton.language as tl
 
 import kernels_env.compare
 import kernels_env.harness
-
-import triton
-import triton.language as tl
 
 
 @triton.jit

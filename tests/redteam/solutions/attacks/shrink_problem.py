@@ -7,7 +7,6 @@ import sys
 
 import torch
 import torch.nn as nn
-
 import triton
 import triton.language as tl
 

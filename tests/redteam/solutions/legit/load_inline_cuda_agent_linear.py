@@ -1,9 +1,9 @@
-# redteam: expect=accepted problem=linear_relu policy=cuda_agent style=compiled-gemm device=cuda helpers=_inline_ext.py
+# redteam: expect=accepted problem=linear_relu policy=cuda_agent style=cpp-gemm device=cuda helpers=_inline.py
 """Legit under cuda_agent: torch::addmm (cuBLAS) called from the extension's own C++ code, then a custom ReLU
 kernel in place on that GEMM's output (CUDA Agent's SKILL.md allows cuBLAS GEMM from compiled code)."""
 
 import torch.nn as nn
-from _inline_ext import build  # a helper module of this workspace
+from _inline import build  # a helper module of this workspace
 
 _ext = build()
 

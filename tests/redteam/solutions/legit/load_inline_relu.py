@@ -1,8 +1,8 @@
-# redteam: expect=accepted problem=relu policy=strict style=load_inline device=cuda helpers=_inline_ext.py
+# redteam: expect=accepted problem=relu policy=strict style=load_inline device=cuda helpers=_inline.py
 """Legit: a load_inline CUDA kernel (KernelBench's usual style)."""
 
 import torch.nn as nn
-from _inline_ext import build  # a helper module of this workspace
+from _inline import build  # a helper module of this workspace
 
 _ext = build()
 

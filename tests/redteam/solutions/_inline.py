@@ -1,6 +1,6 @@
-"""One load_inline extension shared by the load_inline cases (a helper module of their workspaces): identical
-source, name and build directory (under the sandbox's cache), so it is built once (~50 s), by the first compile
-stage that needs it, and found built by the others and by the run stage.
+"""One load_inline extension shared by the load_inline cases (a helper module of their workspaces): same
+source, name and build directory (under the sandbox's cache), so it is built once (~50 s), by the first
+compile stage that needs it, and found built by the others and by the run stage.
 
 Functions: ``relu_cuda`` (a custom kernel), ``torch_relu`` (torch::relu in C++: compute the guard must see),
 ``linear_relu_cuda_agent`` (torch::addmm from compiled code, as the cuda_agent policy allows, then the custom
@@ -8,7 +8,6 @@ ReLU kernel in place)."""
 
 import os
 
-import torch
 from torch.utils.cpp_extension import load_inline
 
 CPP = """
@@ -62,4 +61,3 @@ def build():
         build_directory=directory,
         verbose=False,
     )
-
