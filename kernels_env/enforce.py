@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from .guard import (
     TorchGlobalState,
     Violation,
     _checks,
+    _watch,
     check_outputs,
     constant_output_violation,
     determinism_violations,
@@ -181,6 +183,21 @@ class RequestGuard:
         self._forbidden: list[Any] = []
         self._problem_module: Any = None
         self._problem_constants: dict[str, str] = {}
+        self._may_catch: bool | None = None
+
+    def _trace_exceptions(self) -> bool:
+        """The exception tracer is needed only where a candidate frame can catch an exception (see
+        ``guard._watch.may_catch``); with ``sys.monitoring`` (Python >= 3.12) it costs nothing anyway."""
+        if _watch.monitoring_available():
+            return True
+        if self._may_catch is None:
+            self._may_catch = _watch.may_catch(self.candidate_paths)
+        compiled = any(
+            f.startswith(p + os.sep) or f == p
+            for f in _watch.COMPILED_BY_CANDIDATE
+            for p in self.candidate_paths
+        )
+        return self._may_catch or compiled
 
     # -- loading ------------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -273,6 +290,7 @@ class RequestGuard:
                 integrity=self.snap.integrity,
                 device=self.device,
                 os_threads=not first,  # runtimes start helper threads lazily on the first call
+                trace_exceptions=self._trace_exceptions(),
             ) as g,
         ):
             out = g(model, *inputs)

@@ -33,17 +33,19 @@ from . import (
     adversarial,  # noqa: F401 - registers the adversarial input families
     loader,
     timed_checks,
+    worker_state,
 )
 from .baselines import baseline_key, cached_baselines, measure, set_precision
 from .cache import JsonCache
 from .compare import compare, max_errors
 from .enforce import RequestGuard, tainted
 from .families import run_families
+from .guard._checks import SUBPROCESS
 from .inputs import clone, fresh_seed, make_inputs, spec
 from .loader import LoadError, ProblemError
 from .policies import PolicyViolation, guard_enforced
 from .protocol import BaselineRequest, EvaluateRequest, Source
-from .result import COMPILE_ERROR, CORRECT, INCORRECT, RUNTIME_ERROR, message
+from .result import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, message
 from .timed_checks import input_sets as _input_sets
 from .timed_checks import timing_settings as _timing_settings
 from .verdict import Verdict, call_candidate, call_problem, rejected
@@ -86,6 +88,7 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
         "correctness": None,
         "timings": None,
     }
+    children = worker_state.child_processes()
     with request_env(req.env):
         reset_extension_versioner()
         try:
@@ -115,8 +118,15 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
             record["problem_error"] = str(exc)
         finally:
             restore_global_state()
+    leftover = worker_state.kill_new_children(children)
+    if leftover and record.get("status") != REJECTED:  # work outside the judged process (catalogue #7)
+        error = f"the candidate left {len(leftover)} process(es) running after its request (killed)"
+        record.update(status=REJECTED, check=SUBPROCESS, error=f"policy check 'subprocess' failed: {error}")
+        record["evidence"] = {"processes": leftover, "stage": record.get("stage")}
     record["guard_enforced"] = guard_enforced()
-    record["worker_tainted"] = record.get("status") == "rejected" and tainted(record.get("check"))
+    record["worker_tainted"] = bool(leftover) or (
+        record["status"] == REJECTED and tainted(record.get("check"))
+    )
     return record
 
 

@@ -8,6 +8,7 @@ import gc
 import sys
 from pathlib import Path
 
+import psutil
 import torch
 
 from . import loader
@@ -72,3 +73,26 @@ def cleanup(workdir: str, device: torch.device, state: GlobalState) -> None:
     if device.type == "cuda":
         with contextlib.suppress(Exception):
             torch.cuda.empty_cache()
+
+
+def child_processes() -> set[int]:
+    """Process ids of this worker's descendants."""
+    try:
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def kill_new_children(before: set[int]) -> list[dict]:
+    """Kill descendants that appeared since ``before`` (a candidate's processes outliving its request: they
+    would share this worker's descriptors, its reply channel among them); what was killed."""
+    killed = []
+    for pid in sorted(child_processes() - before):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            killed.append({"pid": pid, "name": proc.name(), "cmdline": " ".join(proc.cmdline())[:200]})
+            proc.kill()
+    for item in killed:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(item["pid"]).wait(timeout=5)
+    return killed

@@ -23,7 +23,7 @@ from ._outputs import (
     poisoned_output_violations,
 )
 from ._policy import GUARD_RULES, GuardRules, get_rules, register_rules
-from ._speed import roofline_floor_s, speed_violations, speedup_flags, timed_call
+from ._speed import roofline_floor_s, speed_violations, timed_call
 from ._state import Integrity, TorchGlobalState
 from ._threads import ThreadSnapshot, thread_violations
 
@@ -55,7 +55,6 @@ __all__ = [
     "register_rules",
     "roofline_floor_s",
     "speed_violations",
-    "speedup_flags",
     "thread_violations",
     "timed_call",
     "warm_up_profiler",

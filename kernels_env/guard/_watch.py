@@ -3,8 +3,9 @@
 Audit hook (PEP 578; it cannot be removed once installed): candidate code that walks frames or the garbage
 collector to find the judge's tensors (catalogue #14), reads raw memory through ctypes, swaps a function's
 ``__code__``, installs tracers/audit hooks, writes or deletes protected files (the judge package, the
-problem files: catalogue #15), or spawns processes during forward. Only calls made directly by candidate
-code count, so libraries that introspect for their own reasons (logging, torch, Triton) are not blamed.
+problem files: catalogue #15), spawns processes during forward, or forks itself. Only calls made directly by
+candidate code count, so libraries that introspect for their own reasons (logging, torch, Triton) are not
+blamed.
 Opening the judge's protocol descriptors (``kernels_env.protocol.CHANNEL_FDS``, by number or through
 ``/proc/*/fd``, ``/dev/fd``) is ``protocol_forgery``; opening ``/proc/*/mem`` is ``introspection``, whoever
 calls it.
@@ -13,11 +14,15 @@ Exception watcher: an exception caught by candidate code inside forward (catalog
 except: fallback()``) is a failure even if forward then returns normally. Python >= 3.12 uses
 ``sys.monitoring`` EXCEPTION_HANDLED events (exact, and free when nothing is raised); older Pythons fall back
 to ``sys.settrace`` with line events off (an exception crossing a candidate frame, while forward still returns
-normally), which costs one Python call per function call while the guard is on.
+normally), which costs one Python call per function call while the guard is on. That cost (several times the
+run time of Triton-interpreter kernels) is only paid when the candidate can catch an exception at all:
+``may_catch`` finds no ``try``/``with`` in its sources and it compiled no code of its own at run time
+(``COMPILED_BY_CANDIDATE``, from the audit hook) means no candidate frame has an exception handler.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import sys
@@ -88,6 +93,7 @@ _SPAWN_EVENTS = frozenset(
 _HELPER_MODULES = ("inspect.py", "traceback.py")  # stdlib wrappers the candidate may call instead
 
 LOAD, FORWARD = "load", "forward"
+COMPILED_BY_CANDIDATE: set[str] = set()  # files whose code called compile()/exec() directly
 _FD_PATH = re.compile(r"^/(?:proc/[^/]+|dev)/fd/(\d+)$")
 _MEM_PATH = re.compile(r"^/proc/[^/]+/(?:task/\d+/)?mem$")
 
@@ -123,6 +129,34 @@ def install_audit_hook() -> None:
     if not _INSTALLED:
         sys.addaudithook(_hook)
         _INSTALLED = True
+
+
+def monitoring_available() -> bool:
+    return _MONITORING is not None
+
+
+def may_catch(paths: Iterable[str]) -> bool:
+    """Whether any Python source under ``paths`` has an exception handler (``try`` or ``with``), or compiled
+    code at run time; unreadable sources count as yes (fail closed)."""
+    roots = [os.path.abspath(p) for p in paths]
+    if any(f == r or f.startswith(r + os.sep) for f in COMPILED_BY_CANDIDATE for r in roots):
+        return True
+    files = []
+    for root in roots:
+        if os.path.isfile(root):
+            files.append(root)
+        for dirpath, _, names in os.walk(root):
+            files.extend(os.path.join(dirpath, n) for n in names if n.endswith(".py"))
+    handlers = (ast.Try, ast.With, ast.AsyncWith, getattr(ast, "TryStar", ast.Try))
+    for path in files:
+        try:
+            with open(path) as f:
+                tree = ast.parse(f.read(), path)
+        except (OSError, SyntaxError, ValueError):
+            return True
+        if any(isinstance(node, handlers) for node in ast.walk(tree)):
+            return True
+    return False
 
 
 class Watch:
@@ -261,6 +295,11 @@ class Watch:
         return hit
 
     def _on_event(self, event: str, args: tuple) -> None:
+        if event in ("compile", "exec"):
+            caller = self._candidate_caller(sys._getframe(2))
+            if caller is not None:
+                COMPILED_BY_CANDIDATE.add(os.path.abspath(caller.f_code.co_filename))
+            return
         if event == "open":
             path, mode = args[0], args[1] if len(args) > 1 else "r"
             if self._channel_or_memory(path):
@@ -297,11 +336,15 @@ class Watch:
                 )
             return
         if event in _SPAWN_EVENTS:
-            if self.phase == FORWARD:
+            # While loading, builders legitimately run compilers; a bare fork by candidate code (a copy of
+            # this process that keeps its descriptors, the judge's reply channel among them) is refused.
+            forked = (
+                event in ("os.fork", "os.forkpty") and self._candidate_caller(sys._getframe(2)) is not None
+            )
+            if self.phase == FORWARD or forked:
+                where = "during forward" if self.phase == FORWARD else "by candidate code while loading"
                 self._record(
-                    _checks.Violation(
-                        _checks.SUBPROCESS, f"{event} during forward", {"args": repr(args)[:300]}
-                    )
+                    _checks.Violation(_checks.SUBPROCESS, f"{event} {where}", {"args": repr(args)[:300]})
                 )
             return
         if (
