@@ -10,6 +10,7 @@ whose mechanics differ there) are under the ``gpu`` marker; cases that compile a
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import torch
 from redteam_catalog import PROBLEMS, SOLUTIONS, Case, all_cases
 
 from kernels_env.client import SandboxClient
-from kernels_env.config import JudgeConfig, SandboxConfig
+from kernels_env.config import JudgeConfig, SandboxConfig, TimingConfig
 from kernels_env.presets import DEFAULT_FAMILIES
 
 CASES = all_cases()
@@ -48,12 +49,17 @@ ON_GPU_TOO = [c for c in CPU_DEFAULT if c.legit or c.id in GPU_RERUN_ATTACKS]
 NOT_A_SOLUTION_HACK = {16, 17}
 
 
+# Short timing (the corpus checks verdicts, not speed): every timed-phase defence still runs.
+TIMING = TimingConfig(warmup_iters=1, min_iters=5, max_iters=30, target_time_s=0.05, num_input_sets=2)
+
+
 def judge_for(case: Case) -> JudgeConfig:
     return JudgeConfig(
         policy=case.policy,
         num_trials=2,
         time_candidate=case.legit or case.phase == "timing",
         baselines=["eager"],
+        timing=TIMING,
         families=[*DEFAULT_FAMILIES, *case.families],
     )
 
@@ -173,20 +179,26 @@ def test_cpu_slow_cases(redteam_tree, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def gpu_results(redteam_tree, tmp_path_factory):
-    # Extension builds first (the longest jobs, on the compile workers), then the rest; written as they land.
-    cases = sorted(CUDA_ONLY, key=lambda c: "load_inline" not in c.id) + ON_GPU_TOO
+def gpu_client(tmp_path_factory):
     config = _config("cuda", tmp_path_factory.mktemp("redteam_gpu_cache"), num_compile_workers=6)
     with SandboxClient(config) as client:
-        futures = _submit_all(client, cases, redteam_tree)
-        results = {}
-        for case in cases:
-            try:
-                results[case.id] = futures[case.id].result()
-            except Exception as exc:  # noqa: BLE001 - recorded per case; the test of that case fails
-                results[case.id] = {"status": "sandbox_error", "error": f"{type(exc).__name__}: {exc}"}
-            _record(cases, results)
-        return results
+        yield client
+
+
+@pytest.fixture(scope="module")
+def gpu_results(gpu_client, redteam_tree):
+    # Extension builds first (the longest jobs, on the compile workers), then the rest; recorded as they land.
+    cases = sorted(CUDA_ONLY, key=lambda c: "load_inline" not in c.id) + ON_GPU_TOO
+    futures = _submit_all(gpu_client, cases, redteam_tree)
+    ids = {f: case_id for case_id, f in futures.items()}
+    results = {}
+    for future in concurrent.futures.as_completed(futures.values()):
+        try:
+            results[ids[future]] = future.result()
+        except Exception as exc:  # noqa: BLE001 - recorded per case; the test of that case fails
+            results[ids[future]] = {"status": "sandbox_error", "error": f"{type(exc).__name__}: {exc}"}
+        _record(cases, results)
+    return results
 
 
 def _record(cases: list[Case], results: dict) -> None:
@@ -232,3 +244,64 @@ def _record(cases: list[Case], results: dict) -> None:
 def test_gpu_case(case, gpu_results):
     assert torch.cuda.is_available()
     check_result(case, gpu_results[case.id], strict_families=False)
+
+
+# 100 dependent elementwise steps in eager PyTorch: 100 kernel launches for what one kernel computes.
+SLOW_REFERENCE = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        for _ in range(100):
+            x = x * 0.999 + 0.001
+        return x
+
+def get_inputs():
+    return [torch.rand(4096)]
+
+def get_init_inputs():
+    return []
+"""
+
+ONE_KERNEL = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+DECAY = 0.999 ** 100  # x_100 = 1 + (x_0 - 1) * 0.999^100
+
+
+@triton.jit
+def closed_form(x_ptr, y_ptr, n, decay, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, 1.0 + (x - 1.0) * decay, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        closed_form[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), DECAY, BLOCK=1024)
+        return y
+"""
+
+
+@pytest.mark.gpu
+def test_a_huge_legitimate_speedup_is_flagged_for_review(gpu_client, gpu_results):
+    """Catalogue #16 and #17 through the real sandbox: a legitimate speedup beyond 10x is flagged for review
+    in the verdict (not rejected), the roofline floor is reported, and candidate and baselines are timed the
+    same way with a cold L2 (the default baselines also include max-autotune: tests/guard/test_speed.py)."""
+    judge = JudgeConfig(baselines=["eager"], families=[], num_trials=2)
+    res = gpu_client.evaluate(SLOW_REFERENCE, ONE_KERNEL, judge=judge, solution_name="closed_form.py")
+    assert res["status"] == "correct", (res["error"], res["evidence"])
+    timings = res["timings"]
+    assert res["speedups"]["eager"] > 10, res["speedups"]
+    assert timings["review"]["flagged"] == ["eager"], timings["review"]
+    assert any(m["kind"] == "note" and "flagged for review" in m["text"] for m in res["messages"])
+    assert timings["review"]["roofline_floor_ms"] > 0  # 32 KiB in and out: far below the measured time
+    assert timings["candidate"]["median_ms"] > timings["review"]["roofline_floor_ms"]
+    for stats in (timings["candidate"], timings["baselines"]["eager"]):
+        assert stats["clock"] == "cuda_event_device_sync" and stats["l2_flush"] is True, stats

@@ -14,7 +14,7 @@ extern "C" __global__ void softmax_rows(const float* x, float* y, int rows, int 
   if (row >= rows) return;
   const float* xr = x + (long long)row * cols;
   float* yr = y + (long long)row * cols;
-  float m = -INFINITY;
+  float m = __int_as_float(0xff800000);  // -inf (no headers under NVRTC)
   for (int j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, xr[j]);
   red[threadIdx.x] = m;
   __syncthreads();
