@@ -8,6 +8,9 @@ in the same run and reported as ``overhead_ms``), so side-stream work cannot esc
 are not inflated by the synchronisation. ``stream_median_ms`` (start to end_stream) is reported too.
 
 On CPU (CPU mode) a monotonic clock is used and the numbers are labelled not comparable by the caller.
+The clock, the device synchronisation and the event class are captured at import, before any candidate code:
+a candidate that replaces ``time.perf_counter`` or ``torch.cuda.synchronize`` does not change what this
+module measures (and is rejected for it: ``judge_tampered``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
+
+_perf_counter = time.perf_counter
+_synchronize = torch.cuda.synchronize
+_Event = torch.cuda.Event
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float | int]:
@@ -58,19 +65,19 @@ def time_callable(
 def _done(i: int, started: float, timing: Mapping[str, Any]) -> bool:
     if i >= timing["max_iters"]:
         return True
-    return i >= timing["min_iters"] and time.perf_counter() - started >= timing["target_time_s"]
+    return i >= timing["min_iters"] and _perf_counter() - started >= timing["target_time_s"]
 
 
 def _time_cpu(fn, input_sets, timing) -> dict[str, Any]:
     for i in range(timing["warmup_iters"]):
         fn(*input_sets[i % len(input_sets)])
     samples: list[float] = []
-    started = time.perf_counter()
+    started = _perf_counter()
     while not _done(len(samples), started, timing):
         inputs = input_sets[len(samples) % len(input_sets)]
-        t0 = time.perf_counter()
+        t0 = _perf_counter()
         fn(*inputs)
-        samples.append((time.perf_counter() - t0) * 1e3)
+        samples.append((_perf_counter() - t0) * 1e3)
     return {**summarize(samples), "clock": "perf_counter", "l2_flush": False}
 
 
@@ -86,20 +93,20 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
     def one_call(call: Callable[[Sequence[Any]], Any], inputs) -> tuple[float, float]:
         if flush is not None:
             flush.zero_()
-        torch.cuda.synchronize(device)
+        _synchronize(device)
         start.record()
         call(inputs)
         end_stream.record()
-        torch.cuda.synchronize(device)
+        _synchronize(device)
         end.record()
         end.synchronize()
         return start.elapsed_time(end), start.elapsed_time(end_stream)
 
-    start, end_stream, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    start, end_stream, end = (_Event(enable_timing=True) for _ in range(3))
     run = lambda inputs: fn(*inputs)
     for i in range(max(timing["warmup_iters"], 1)):
         run(input_sets[i % len(input_sets)])
-    torch.cuda.synchronize(device)
+    _synchronize(device)
     # The harness's own cost (event records, device sync, host round trip) around an empty call.
     overhead = [
         one_call(lambda inputs: None, input_sets[0])[0] for _ in range(max(10, timing["min_iters"] // 2))
@@ -107,7 +114,7 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
     overhead_ms = statistics.median(overhead)
     samples: list[float] = []
     stream_samples: list[float] = []
-    started = time.perf_counter()
+    started = _perf_counter()
     while not _done(len(samples), started, timing):
         total, stream = one_call(run, input_sets[len(samples) % len(input_sets)])
         samples.append(max(total - overhead_ms, 0.0))

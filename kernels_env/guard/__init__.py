@@ -23,7 +23,7 @@ from ._outputs import (
     poisoned_output_violations,
 )
 from ._policy import GUARD_RULES, GuardRules, get_rules, register_rules
-from ._speed import roofline_floor_s, speed_violations, timed_call
+from ._speed import roofline_floor_s, speed_violations
 from ._state import Integrity, TorchGlobalState
 from ._threads import ThreadSnapshot, thread_violations
 
@@ -56,6 +56,5 @@ __all__ = [
     "roofline_floor_s",
     "speed_violations",
     "thread_violations",
-    "timed_call",
     "warm_up_profiler",
 ]

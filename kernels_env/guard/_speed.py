@@ -10,8 +10,7 @@ entry cannot carry a table.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -52,32 +51,3 @@ def speed_violations(runtime_s: float, floor_s: float, margin: float = 0.9) -> l
             )
         ]
     return []
-
-
-# Captured at import, before any candidate code: later patching of the module attributes does not reach here
-# (patching the classes' methods is caught by Integrity, which the judge verifies before measuring).
-_perf_counter = time.perf_counter
-_synchronize = torch.cuda.synchronize
-_Event = torch.cuda.Event
-
-
-def timed_call(
-    fn: Callable[..., Any], *args: Any, device: torch.device | str | None = None
-) -> tuple[Any, float]:
-    """Run ``fn(*args)``; return ``(output, seconds)`` measured until the *whole device* is idle (catalogue
-    #7): work left on side streams or still in flight when ``fn`` returns is inside the measurement. On a GPU
-    the time comes from CUDA events recorded before the call and after a device-wide synchronisation; on a
-    CPU from ``time.perf_counter``."""
-    dev = torch.device(device) if device is not None else torch.device("cpu")
-    if dev.type == "cuda" and torch.cuda.is_available():
-        _synchronize(dev)
-        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        start.record()
-        out = fn(*args)
-        _synchronize(dev)  # every stream, not just the current one
-        end.record()
-        end.synchronize()
-        return out, start.elapsed_time(end) / 1e3
-    t0 = _perf_counter()
-    out = fn(*args)
-    return out, _perf_counter() - t0
