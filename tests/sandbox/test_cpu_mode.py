@@ -152,6 +152,7 @@ class ModelNew(nn.Module):
         (LINEAR_OTHER_NAMES, "seed", "correct", "seed"),
         (LINEAR_OTHER_NAMES, "state_dict", "runtime_error", None),
     ],
+    ids=["same-names-state_dict", "other-names-auto", "other-names-seed", "other-names-state_dict"],
 )
 def test_weight_synchronisation(client, solution, sync, expected, method):
     judge = JudgeConfig(
