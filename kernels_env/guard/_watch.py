@@ -32,7 +32,7 @@ from types import FrameType
 
 from .. import protocol
 from . import _checks
-from ._frames import CANDIDATE, REFERENCE, FrameClassifier, describe
+from ._frames import CANDIDATE, JUDGE, REFERENCE, RUNTIME, STDLIB, TORCH, FrameClassifier, describe
 
 _MONITORING = getattr(sys, "monitoring", None)
 
@@ -336,16 +336,19 @@ class Watch:
                 )
             return
         if event in _SPAWN_EVENTS:
-            # While loading, builders legitimately run compilers; a bare fork by candidate code (a copy of
-            # this process that keeps its descriptors, the judge's reply channel among them) is refused.
+            # Kernel runtimes and torch spawn compilers on a first launch (Triton runs ptxas and builds its
+            # driver helper with cc): allowed. Anyone else spawning during forward works outside the judged
+            # process; while loading, builders legitimately run compilers, but a bare fork by candidate code
+            # (a copy of this process that keeps its descriptors, the reply channel among them) is refused.
+            frame, kind = self.classifier.user_frame(sys._getframe(2), skip=(STDLIB,))
+            runtime = kind in (RUNTIME, TORCH, JUDGE)
             forked = (
                 event in ("os.fork", "os.forkpty") and self._candidate_caller(sys._getframe(2)) is not None
             )
-            if self.phase == FORWARD or forked:
+            if (self.phase == FORWARD and not runtime) or forked:
                 where = "during forward" if self.phase == FORWARD else "by candidate code while loading"
-                self._record(
-                    _checks.Violation(_checks.SUBPROCESS, f"{event} {where}", {"args": repr(args)[:300]})
-                )
+                evidence = {"args": repr(args)[:300], "frame": describe(frame)}
+                self._record(_checks.Violation(_checks.SUBPROCESS, f"{event} {where}", evidence))
             return
         if (
             event == "object.__setattr__"

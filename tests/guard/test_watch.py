@@ -58,6 +58,20 @@ def test_spawning_a_process_during_forward():
     assert w.violations[0].check == _checks.SUBPROCESS
 
 
+def test_kernel_runtimes_may_spawn_their_compilers_during_forward():
+    """Triton runs ptxas (and cc for its driver helper) on a kernel's first launch, inside forward."""
+    import os
+
+    import triton
+
+    spawn = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+    w = _watch()
+    runtime_file = os.path.join(os.path.dirname(triton.__file__), "backends", "_as_if_ptxas.py")
+    with w:
+        exec(compile(spawn, runtime_file, "exec"), {})  # a frame in Triton's package
+    assert w.violations == []
+
+
 def test_load_guard_records_without_raising_outside(tmp_path):
     protected = tmp_path / "problem.py"
     protected.write_text("x = 1\n")
