@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from .adversarial import load_problem, make_inputs
 from .guard._outputs import constant_output_violation
+from .inputs import make_inputs, problem_module
 
 __all__ = ["AuditReport", "Flag", "audit_problem", "constant_output_violation", "main"]
 
@@ -119,7 +119,10 @@ def audit_problem(
     report = AuditReport(name)
     tolerances = sorted(set(tolerances))
     try:
-        module = load_problem(problem)
+        module = problem_module(problem)
+        for attr in ("Model", "get_inputs", "get_init_inputs"):
+            if not hasattr(module, attr):
+                raise ValueError(f"the problem has no {attr} (KernelBench format)")
         size = _input_bytes(module)
         report.stats["input_bytes"] = size
         if size > max_input_bytes:
@@ -129,9 +132,7 @@ def audit_problem(
             )
             return report
         model = _build(module, 42, device, eval_mode)
-        inputs = [
-            make_inputs(problem, 1000 + s, "default", device=device, module=module) for s in range(seeds)
-        ]
+        inputs = [make_inputs(problem, 1000 + s, "random", device=device) for s in range(seeds)]
         outs = [_run(model, x) for x in inputs]
         has_weights = any(p.is_floating_point() for p in list(model.parameters()) + list(model.buffers()))
         other = _run(_build(module, 43, device, eval_mode), inputs[0]) if has_weights else None
@@ -180,17 +181,15 @@ def _problem_files(root: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kernels_env audit ...`` (the CLI's ``audit`` subcommand runs this)."""
+    from .cli.audit import add_arguments
+
     parser = argparse.ArgumentParser(prog="python -m kernels_env audit", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--problems", required=True, help="a problem file or a directory of them (recursive)")
-    parser.add_argument(
-        "--tolerance", type=float, action="append", help="atol=rtol; repeatable (default 1e-4, 1e-2)"
-    )
-    parser.add_argument("--seeds", type=int, default=3, help="input seeds per problem (default 3)")
-    parser.add_argument("--device", default="auto", help="cpu | cuda | auto (default)")
-    parser.add_argument("--eval", action="store_true", help="call .eval() on the model (CUDA Agent protocol)")
-    parser.add_argument("--max-input-gb", type=float, default=1.0, help="skip problems with larger inputs")
-    parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
-    args = parser.parse_args(argv)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     files = _problem_files(args.problems)
     if not files:

@@ -29,7 +29,7 @@ from . import devices
 from .config import JudgeConfig, SandboxConfig, TimingConfig
 from .presets import resolve
 from .protocol import BaselineRequest, CompileRequest, EvaluateRequest, Source
-from .result import NOT_RUN, RUNTIME_ERROR, TIMEOUT, message, new_result
+from .result import COMPILE_ERROR, NOT_RUN, REJECTED, RUNTIME_ERROR, TIMEOUT, message, new_result
 from .rewards import get_reward
 from .sources import display_stem, read_source, source_hash
 from .supervisor import BrokenReference, SandboxError, Worker, WorkerFailure, WorkerPool
@@ -38,6 +38,10 @@ from .supervisor import BrokenReference, SandboxError, Worker, WorkerFailure, Wo
 __all__ = ["BrokenReference", "JudgeConfig", "SandboxClient", "SandboxConfig", "SandboxError", "TimingConfig"]
 
 MIN_CANDIDATE_MS = 1e-4  # floor for speedups: a measured 0 never divides
+# What a compile stage may report (its child runs candidate code and writes the report: the rest is forged).
+COMPILE_STATUSES = ("ok", COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED)
+PROTOCOL_FORGERY = "protocol_forgery"
+SPEEDUP_REVIEW_THRESHOLD = 10.0  # speedups beyond this are flagged for review in the result (catalogue #16)
 
 
 class SandboxClient:
@@ -321,6 +325,8 @@ class SandboxClient:
         env = self._request_env(sol)
         try:
             report = self._compile_stage(request_id, ref, sol, workdir, env, durations)
+            if report.get("status") not in COMPILE_STATUSES:
+                report = _forged("compile", f"the compile stage reported status {report.get('status')!r}")
             if report.get("status") == "ok" and not (self.device == "cpu" and report.get("needs_cuda")):
                 report = {
                     **self._run_stage(request_id, ref, sol, workdir, env, settings, durations),
@@ -330,6 +336,7 @@ class SandboxClient:
                 report = {
                     "status": NOT_RUN,
                     "stage": "compile",
+                    "guard_enforced": report.get("guard_enforced", False),
                     "backends": report.get("backends", []),
                     "messages": [
                         message(
@@ -370,6 +377,8 @@ class SandboxClient:
                 "baselines": base["baselines"],
             }
             result["speedups"] = speedups(candidate, base["baselines"], base["comparable"])
+            result["timings"]["review"], notes = speed_review(result["speedups"], candidate)
+            result["messages"].extend(notes)
         result["reward_fn"] = settings["reward"]
         result["reward"] = get_reward(settings["reward"])(result["status"], result["speedups"])
         durations["total"] = round(time.perf_counter() - started, 3)
@@ -409,7 +418,11 @@ class SandboxClient:
         payload = reply.payload
         if payload.get("harness_error"):
             raise SandboxError(f"the run worker failed on its own: {payload['harness_error']}")
-        if reply.fatal:
+        if reply.fatal and not payload.get("device_error"):
+            payload.setdefault("messages", []).append(
+                message("note", "the candidate tampered with the worker process; the worker was replaced")
+            )
+        elif reply.fatal:
             payload.setdefault("messages", []).append(
                 message(
                     "note",
@@ -458,6 +471,27 @@ class SandboxClient:
             return out
 
 
+def speed_review(speedups: dict[str, float | None], candidate: dict) -> tuple[dict[str, Any], list[dict]]:
+    """Speedups beyond ``SPEEDUP_REVIEW_THRESHOLD`` are legal but flagged for review (catalogue #16: one
+    absurd entry must not carry a geomean); the roofline floor the worker checked is reported next to them."""
+    flagged = sorted(m for m, x in speedups.items() if x is not None and x > SPEEDUP_REVIEW_THRESHOLD)
+    review = {
+        "speedup_threshold": SPEEDUP_REVIEW_THRESHOLD,
+        "flagged": flagged,
+        "roofline_floor_ms": candidate.get("roofline_floor_ms"),
+    }
+    notes = [
+        message(
+            "note",
+            f"speedup over {m} is {speedups[m]:.1f}x (> {SPEEDUP_REVIEW_THRESHOLD:g}x): flagged for review",
+            baseline=m,
+            speedup=speedups[m],
+        )
+        for m in flagged
+    ]
+    return review, notes
+
+
 def speedups(candidate: dict, baselines: dict[str, dict], comparable: bool) -> dict[str, float | None]:
     """t_baseline / t_candidate per baseline mode (medians); None when not comparable or not measured."""
     out: dict[str, float | None] = {}
@@ -501,18 +535,35 @@ def _build_failed(name: str, report: dict[str, Any]) -> dict[str, Any]:
     return resp
 
 
+def _forged(stage: str, error: str, evidence: dict | None = None) -> dict[str, Any]:
+    return {
+        "status": REJECTED,
+        "stage": stage,
+        "error": f"policy check {PROTOCOL_FORGERY!r} failed: {error}",
+        "check": PROTOCOL_FORGERY,
+        "evidence": evidence or {"what": error},
+        "messages": [],
+        "guard_enforced": True,
+    }
+
+
 def _failure(exc: WorkerFailure, stage: str, limit: float) -> dict[str, Any]:
+    """The verdict when a worker died, hung or misbehaved (every stage runs candidates under the guard)."""
     tail = [message("log", exc.log_tail)] if exc.log_tail else []
+    if exc.kind == "forgery":  # candidate code wrote to the protocol channel
+        return {**_forged(stage, exc.detail, exc.evidence), "messages": tail}
     if exc.kind == "timeout":
         return {
             "status": TIMEOUT,
             "stage": stage,
             "error": f"{stage} stage {exc.detail} (worker killed)",
             "messages": tail,
+            "guard_enforced": True,
         }
     return {
         "status": RUNTIME_ERROR,
         "stage": stage,
         "error": f"{exc.detail} (during {stage})",
         "messages": tail,
+        "guard_enforced": True,
     }

@@ -48,10 +48,12 @@ class JudgeConfig:
     num_trials: int | None = None
     weight_sync: str | None = None  # seed | state_dict | auto (state_dict when names match, else seed)
     mode: str | None = None  # train | eval
-    order: str | None = None  # reference_first | candidate_first
+    order: str | None = None  # alternate | reference_first | candidate_first
     atol: float | None = None  # overrides every dtype's tolerance
     rtol: float | None = None
     input_family: str = "random"  # name in the input-family registry (kernels_env.inputs)
+    families: list[str] | None = None  # adversarial families after the trials (None: the protocol's; [] none)
+    fatal_families: list[str] | None = None  # families whose failure is 'incorrect' (None: the protocol's)
     time_candidate: bool = True  # False: correctness only (no timings, speedups or speed tiers)
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile", "max-autotune"])
     timing: TimingConfig = field(default_factory=TimingConfig)

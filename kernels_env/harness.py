@@ -1,7 +1,22 @@
-"""What a run worker does with one request: load, check correctness over trials, time; and baselines.
+"""What a run worker does with one request: load, check correctness over trials and adversarial families,
+time, check again; and baselines.
 
-Runs inside the worker process (never in the caller's). Every failure of the candidate becomes a verdict
-payload; a broken reference is reported as ``problem_error`` (a user error, never blamed on the candidate).
+Runs inside the worker process (never in the caller's), under the reward-hack defences of
+``kernels_env.enforce`` (docs/reward_hacks.md, "The judge's pipeline"):
+
+1. the solution is imported and ``ModelNew`` built under ``RequestGuard.loading`` (introspection and writes
+   to judge/problem files refused); then judge code, torch's global state and the problem module are checked;
+2. trials on fresh inputs, alternating candidate-first and reference-first order (the reference's output
+   freed, into poisoned memory, before the candidate runs); every candidate call is guarded (dispatch-level
+   interception, kernel census, poisoned allocations, threads, streams, launch errors, input mutation) and
+   its output must honour the output contract; the first trial asks the same question three times
+   (determinism);
+3. the adversarial families (``kernels_env.families``), each reported separately, fatal per protocol;
+4. timing without interception (the audit hook only), then a profiler-only audit call, thread/judge/state
+   checks and unguarded correctness re-checks (``kernels_env.timed_checks``).
+
+Every failure of the candidate becomes a verdict payload (a failed check: ``rejected`` with ``check`` and
+``evidence``); a broken reference is reported as ``problem_error`` (never blamed on the candidate).
 """
 
 from __future__ import annotations
@@ -14,47 +29,30 @@ from typing import Any
 
 import torch
 
-from . import loader
+from . import (
+    adversarial,  # noqa: F401 - registers the adversarial input families
+    loader,
+    timed_checks,
+    worker_state,
+)
 from .baselines import baseline_key, cached_baselines, measure, set_precision
-from .build import NO_DEVICE
 from .cache import JsonCache
 from .compare import compare, max_errors
-from .diagnostics import exception_line
-from .inputs import clone, fresh_seed, make_inputs, nbytes, spec
+from .enforce import RequestGuard, tainted
+from .families import run_families
+from .guard._checks import SUBPROCESS
+from .inputs import clone, fresh_seed, make_inputs, spec
 from .loader import LoadError, ProblemError
-from .policies import PolicyViolation, guard_enforced, policy_guard
+from .policies import PolicyViolation, guard_enforced
 from .protocol import BaselineRequest, EvaluateRequest, Source
-from .result import (
-    COMPILE_ERROR,
-    CORRECT,
-    INCORRECT,
-    NOT_RUN,
-    REJECTED,
-    RUNTIME_ERROR,
-    message,
-)
-from .timing import time_callable
+from .result import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, message
+from .timed_checks import input_sets as _input_sets
+from .timed_checks import timing_settings as _timing_settings
+from .verdict import Verdict, call_candidate, call_problem, rejected
 from .worker_state import reset_extension_versioner, restore_global_state
 
-CPU_TIMING = {"warmup_iters": 1, "min_iters": 3, "max_iters": 10, "target_time_s": 0.2}
-INPUT_BYTES_BUDGET = {"cuda": 8 * 2**30, "cpu": 2**30}  # bytes of rotated timing inputs kept at once
-
 Progress = Callable[[str, str], None]
-
-
-class Verdict(Exception):
-    """Ends a request early with a verdict for the candidate."""
-
-    def __init__(self, status: str, stage: str, error: str, messages=None, check=None, evidence=None):
-        super().__init__(error)
-        self.payload = {
-            "status": status,
-            "stage": stage,
-            "error": error,
-            "messages": list(messages or []),
-            "check": check,
-            "evidence": evidence,
-        }
+_call_problem, _candidate = call_problem, call_candidate
 
 
 @contextlib.contextmanager
@@ -77,25 +75,6 @@ def _solution_display(source: Source) -> tuple[str, str | None]:
     return Path(source.name).name, None
 
 
-def _candidate_failure(
-    exc: BaseException, loaded: loader.Loaded, stage: str, device: torch.device
-) -> Verdict:
-    if isinstance(exc, PolicyViolation):
-        return Verdict(
-            REJECTED,
-            stage,
-            f"policy check {exc.check!r} failed: {exc}",
-            check=exc.check,
-            evidence=exc.evidence,
-        )
-    if isinstance(exc, Verdict):
-        return exc
-    err = loader.classify_exception(exc, loaded, RUNTIME_ERROR, during=stage)
-    if device.type == "cpu" and err.status == RUNTIME_ERROR and NO_DEVICE.search(str(exc)):
-        return Verdict(NOT_RUN, stage, f"needs a CUDA device (CPU mode): {exception_line(exc)}", err.messages)
-    return Verdict(err.status, stage, err.error, err.messages)
-
-
 def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> dict[str, Any]:
     s = req.judge
     workdir = Path(req.workdir)
@@ -109,55 +88,63 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
         "correctness": None,
         "timings": None,
     }
+    children = worker_state.child_processes()
     with request_env(req.env):
         reset_extension_versioner()
         try:
-            problem = loader.load_problem(
-                loader.materialize(req.reference, workdir / "reference"), req.reference.name
-            )
+            ref_path = loader.materialize(req.reference, workdir / "reference")
+            problem = loader.load_problem(ref_path, req.reference.name)
             display, workspace = _solution_display(req.solution)
             try:
                 sol_path = loader.materialize(req.solution, workdir / "solution")
-                loaded, model_new = loader.load_solution(sol_path, display, workspace)
             except LoadError as exc:
                 raise Verdict(exc.status, "load", exc.error, exc.messages) from None
-            finally:
-                restore_global_state()  # an import may not change how the reference computes
-            record.update(_judge(problem, loaded, model_new, s, device, progress))
+            guard = RequestGuard(s["policy"], device, sol_path.parent, ref_path)
+            guard.watch_problem(problem.loaded.module)
+            failed = None
+            with guard.loading():
+                try:
+                    loaded, model_new = loader.load_solution(sol_path, display, workspace)
+                except LoadError as exc:
+                    failed = exc
+            _after_load(guard, "while the solution was imported")  # before the restore below hides it
+            restore_global_state()  # an import may not change how the reference computes
+            if failed is not None:
+                raise Verdict(failed.status, "load", failed.error, failed.messages)
+            record.update(_judge(problem, loaded, model_new, s, device, progress, guard))
         except Verdict as v:
             record.update(v.payload)
         except ProblemError as exc:
             record["problem_error"] = str(exc)
+        finally:
+            restore_global_state()
+    leftover = worker_state.kill_new_children(children)
+    if leftover and record.get("status") != REJECTED:  # work outside the judged process (catalogue #7)
+        error = f"the candidate left {len(leftover)} process(es) running after its request (killed)"
+        record.update(status=REJECTED, check=SUBPROCESS, error=f"policy check 'subprocess' failed: {error}")
+        record["evidence"] = {"processes": leftover, "stage": record.get("stage")}
     record["guard_enforced"] = guard_enforced()
+    record["worker_tainted"] = bool(leftover) or (
+        record["status"] == REJECTED and tainted(record.get("check"))
+    )
     return record
 
 
-def _call_problem(what: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """Run reference code: its failures are the problem's (``ProblemError``), never the candidate's."""
+def _after_load(guard: RequestGuard, where: str) -> None:
     try:
-        return fn(*args)
-    except (Verdict, ProblemError):
-        raise
-    except Exception as exc:
-        raise ProblemError(f"reference {what} failed: {exception_line(exc)}") from None
+        guard.after_load(where)
+    except PolicyViolation as exc:
+        raise rejected(exc, "load") from None
 
 
-def _candidate(fn: Callable[..., Any], *args: Any, loaded, stage: str, device: torch.device) -> Any:
-    """Run candidate code (or code on its outputs): its failures become the candidate's verdict."""
-    try:
-        return fn(*args)
-    except BaseException as exc:  # also SystemExit / KeyboardInterrupt raised by the candidate
-        raise _candidate_failure(exc, loaded, stage, device) from None
-
-
-def _judge(problem, loaded, model_new, s: Mapping[str, Any], device: torch.device, progress: Progress):
+def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progress, guard: RequestGuard):
     init_inputs = _call_problem("get_init_inputs()", lambda: list(problem.get_init_inputs()))
     try:
         loader.check_call(model_new, init_inputs, "ModelNew", COMPILE_ERROR)
     except LoadError as exc:
         raise Verdict(exc.status, "load", exc.error) from None
     progress("load", "building models")
-    ref_model, new_model, sync = _build_models(problem, loaded, model_new, init_inputs, s, device)
+    ref_model, new_model, sync = _build_models(problem, loaded, model_new, init_inputs, s, device, guard)
     correctness = {
         "trials": s["num_trials"],
         "trials_run": 0,
@@ -170,9 +157,14 @@ def _judge(problem, loaded, model_new, s: Mapping[str, Any], device: torch.devic
         "tolerances": s["tolerances"],
         "max_abs_error": 0.0,
         "max_rel_error": 0.0,
+        "determinism": None,
+        "families": {},
+        "rechecks": [],
+        "census": None,
     }
     notes: list[dict[str, Any]] = []
-    run_new = _guarded(new_model, s, device, "correctness")
+    where = {"loaded": loaded, "stage": "correctness", "device": device}
+    run_new = _guarded(guard, new_model, s, device)
     run_ref = _reference(ref_model)
     for trial in range(s["num_trials"]):
         progress("correctness", f"trial {trial + 1}/{s['num_trials']}")
@@ -180,8 +172,9 @@ def _judge(problem, loaded, model_new, s: Mapping[str, Any], device: torch.devic
         correctness["seeds"].append(seed)
         correctness["trials_run"] = trial + 1
         mismatch = _trial(
-            problem, loaded, new_model, (run_ref, run_new), seed, trial, s, device, correctness, notes
+            problem, new_model, (run_ref, run_new), seed, trial, s, guard, where, correctness, notes
         )
+        correctness["census"] = guard.census
         if mismatch is not None:
             correctness.update(failed_trial=trial, mismatch=mismatch)
             return {
@@ -192,32 +185,78 @@ def _judge(problem, loaded, model_new, s: Mapping[str, Any], device: torch.devic
                 "messages": [*notes, message("mismatch", trial=trial, seed=seed, **mismatch)],
             }
         correctness["passed"] = trial + 1
+
+    def rebuild(args: list[Any]):  # the init_args family: both models built with other constructor arguments
+        ref2, new2, _ = _build_models(problem, loaded, model_new, args, s, device, guard)
+        return _reference(ref2), _guarded(guard, new2, s, device)
+
+    runners = (run_ref, run_new)
+    failed = run_families(
+        problem, s, device, guard, runners, rebuild, init_inputs, where, progress, correctness, notes
+    )
+    if failed is not None:
+        fam = correctness["families"][failed]
+        return {
+            "status": INCORRECT,
+            "stage": "correctness",
+            "correctness": {**correctness, "failed_family": failed},
+            "error": f"input family {failed!r} ({fam['status']}): {fam['reason']}",
+            "messages": notes,
+        }
     out = {"status": CORRECT, "stage": "done", "correctness": correctness, "messages": notes}
-    if s["time_candidate"]:
-        progress("timing", "timing the candidate")
-        out["timings"] = {"candidate": _time_candidate(problem, loaded, new_model, s, device)}
+    progress("timing", "timing the candidate" if s["time_candidate"] else "checks after the trials")
+    timings = timed_checks.run(problem, loaded, new_model, run_ref, s, device, guard, correctness)
+    if timings is not None:
+        out["timings"] = {"candidate": timings}
+    _call_guard(guard.verify, "at the end of the request", stage="done")
     return out
 
 
-def _trial(problem, loaded, new_model, runners, seed, trial, s, device, correctness, notes) -> dict | None:
+def _call_guard(fn: Callable[..., Any], *args: Any, stage: str) -> Any:
+    try:
+        return fn(*args)
+    except PolicyViolation as exc:
+        raise rejected(exc, stage) from None
+
+
+def _order(order: str, trial: int) -> str:
+    if order == "alternate":
+        return "candidate_first" if trial % 2 == 0 else "reference_first"
+    return order
+
+
+def _trial(problem, new_model, runners, seed, trial, s, guard, where, correctness, notes) -> dict | None:
     """One correctness trial on fresh inputs; the mismatch (or None). Updates the error record."""
     run_ref, run_new = runners
     tolerances = s["tolerances"]
-    where = {"loaded": loaded, "stage": "correctness", "device": device}
     restore_global_state()  # what a candidate's forward changed must not shape the next inputs
-    inputs = _call_problem("get_inputs()", make_inputs, problem, seed, s["input_family"], device)
-    ref_in, new_in = clone(inputs), clone(inputs)
+    inputs = _call_problem("get_inputs()", make_inputs, problem, seed, s["input_family"], guard.device)
     if trial == 0:
         try:
-            loader.check_call(new_model.forward, new_in, "ModelNew.forward", RUNTIME_ERROR)
+            loader.check_call(new_model.forward, clone(inputs), "ModelNew.forward", RUNTIME_ERROR)
         except LoadError as exc:
             raise Verdict(exc.status, "correctness", exc.error) from None
-    if s["order"] == "reference_first":
-        expected = _call_problem("Model.forward", run_ref, ref_in)
+    if _order(s["order"], trial) == "reference_first":
+        # The reference's own output is freed (its block poisoned by the guard) before the candidate runs.
+        ref_out = _call_problem("Model.forward", run_ref, clone(inputs))
+        expected = clone(ref_out)
+        del ref_out
+        new_in = clone(inputs)
         got = _candidate(run_new, new_in, **where)
-    else:
+    else:  # candidate first: no reference output exists yet that it could read
+        new_in = clone(inputs)
         got = _candidate(run_new, new_in, **where)
-        expected = _call_problem("Model.forward", run_ref, ref_in)
+        expected = _call_problem("Model.forward", run_ref, clone(inputs))
+    _candidate(guard.check_output, got, expected, new_in, tolerances, **where)
+    if trial == 0:  # the same question twice more: races and uninitialised reads disagree with themselves
+        answers = [got]
+        for _ in range(2):
+            again_in = clone(inputs)
+            again = _candidate(run_new, again_in, **where)
+            _candidate(guard.check_output, again, expected, again_in, tolerances, **where)
+            answers.append(again)
+        _candidate(guard.check_determinism, answers, tolerances, **where)
+        correctness["determinism"] = {"repeats": len(answers), "agree": True}
     mismatch = _candidate(compare, expected, got, tolerances, **where)
     if mismatch is not None:  # never blame the candidate for a reference that disagrees with itself
         again = _call_problem("Model.forward", run_ref, clone(inputs))
@@ -235,25 +274,6 @@ def _trial(problem, loaded, new_model, runners, seed, trial, s, device, correctn
     return mismatch
 
 
-def _timing_settings(s: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
-    timing = dict(s["timing"])
-    if device.type == "cpu":
-        timing.update({k: min(timing[k], v) if k != "target_time_s" else v for k, v in CPU_TIMING.items()})
-        timing["min_iters"] = min(timing["min_iters"], timing["max_iters"])
-    return timing
-
-
-def _input_sets(problem, s: Mapping[str, Any], device: torch.device) -> list[list[Any]]:
-    first = _call_problem("get_inputs()", lambda: make_inputs(problem, fresh_seed(), "random", device))
-    wanted = max(1, int(s["timing"]["num_input_sets"]))
-    size = max(nbytes(first), 1)
-    k = max(1, min(wanted, INPUT_BYTES_BUDGET[device.type] // size))
-    return [first] + [
-        _call_problem("get_inputs()", lambda: make_inputs(problem, fresh_seed(), "random", device))
-        for _ in range(k - 1)
-    ]
-
-
 def _reference(model: torch.nn.Module) -> Callable[[list[Any]], Any]:
     def run(inputs: list[Any]) -> Any:
         restore_global_state()
@@ -264,43 +284,13 @@ def _reference(model: torch.nn.Module) -> Callable[[list[Any]], Any]:
     return run
 
 
-def _time_candidate(
-    problem, loaded, model: torch.nn.Module, s: Mapping[str, Any], device: torch.device
-) -> dict:
-    """Time ModelNew exactly as the baselines are timed: the same loop, no_grad and precision set once
-    around it (not per call); only the policy guard wraps each call."""
-    sets = _input_sets(problem, s, device)
-    policy = s["policy"]
+def _guarded(guard: RequestGuard, model: torch.nn.Module, s: Mapping[str, Any], device: torch.device):
+    """A correctness call of ModelNew: under the guard, with the policy's precision (TF32 where allowed)."""
 
-    def call(*inputs: Any) -> Any:
-        with policy_guard(policy, device=device, stage="timing"):
-            return model(*inputs)
-
-    set_precision(bool(s.get("allow_tf32")))
-    try:
-        with torch.no_grad():
-            stats = _candidate(
-                time_callable,
-                call,
-                sets,
-                _timing_settings(s, device),
-                device,
-                loaded=loaded,
-                stage="timing",
-                device=device,
-            )
-    finally:
-        set_precision(False)
-    stats["input_sets"] = len(sets)
-    return stats
-
-
-def _guarded(model: torch.nn.Module, s: Mapping[str, Any], device: torch.device, stage: str):
     def run(inputs) -> Any:
         set_precision(bool(s.get("allow_tf32")))
         try:
-            with torch.no_grad(), policy_guard(s["policy"], device=device, stage=stage):
-                out = model(*inputs)
+            out = guard.call(model, inputs)
             if device.type == "cuda":  # surface asynchronous kernel errors here, attributed to the candidate
                 torch.cuda.synchronize(device)
             return out
@@ -310,13 +300,33 @@ def _guarded(model: torch.nn.Module, s: Mapping[str, Any], device: torch.device,
     return run
 
 
-def _build_models(problem, loaded, model_new, init_inputs, s, device):
+def _build_models(problem, loaded, model_new, init_inputs, s, device, guard: RequestGuard):
+    """Reference and candidate models with the same weights; candidate code runs under ``guard.loading``."""
     weight_seed = fresh_seed()
     torch.manual_seed(weight_seed)
     ref = _call_problem("Model(*get_init_inputs())", problem.Model, *clone(init_inputs))
+    ref = _call_problem("Model.to(device)", ref.to, device)
+    failure: Verdict | None = None
+    with guard.loading():
+        try:
+            new, sync = _build_candidate(ref, loaded, model_new, init_inputs, s, device, weight_seed)
+        except Verdict as v:
+            failure = v
+    torch.manual_seed(fresh_seed())
+    _after_load(guard, "while ModelNew was built")
+    restore_global_state()
+    if failure is not None:
+        raise failure
+    train = s["mode"] == "train"
+    ref.train(train)
+    new.train(train)
+    guard.watch_reference(ref, problem.Model)
+    return ref, new, {"method": sync, "seed": weight_seed}
+
+
+def _build_candidate(ref, loaded, model_new, init_inputs, s, device, weight_seed: int):
     torch.manual_seed(weight_seed)  # seed replay: same parameters in the same order => same weights
     new = _candidate(model_new, *clone(init_inputs), loaded=loaded, stage="load", device=device)
-    torch.manual_seed(fresh_seed())
     if not isinstance(new, torch.nn.Module):
         raise Verdict(
             COMPILE_ERROR, "load", f"ModelNew(...) returned a {type(new).__name__}, not an nn.Module"
@@ -336,12 +346,8 @@ def _build_models(problem, loaded, model_new, init_inputs, s, device):
                 f"state_dict sync: ModelNew lacks {missing[:5]}, has extra "
                 f"{extra[:5]} (or shapes differ); use weight_sync=seed or auto",
             )
-    ref = _call_problem("Model.to(device)", ref.to, device)
     new = _candidate(new.to, device, loaded=loaded, stage="load", device=device)
-    train = s["mode"] == "train"
-    ref.train(train)
-    new.train(train)
-    return ref, new, {"method": sync, "seed": weight_seed}
+    return new, sync
 
 
 def baselines(req: BaselineRequest, device: torch.device, env: Mapping[str, Any], progress: Progress) -> dict:

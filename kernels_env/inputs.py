@@ -1,13 +1,18 @@
 """Inputs for correctness trials and timing, by family, from seeds the candidate cannot predict.
 
-``make_inputs(problem, seed, family)`` is the one entry point: the ``random`` family replays the task's own
-``get_inputs()`` under ``torch.manual_seed(seed)``. Other families (adversarial NaN/Inf, denormals, ...)
-register with ``register_family`` (see kernels_env.adversarial) and receive the same arguments.
+``make_inputs(problem, seed, family)`` is the one entry point (trials, timed calls, adversarial families, the
+degenerate-task audit): the task's own ``get_inputs()`` runs under ``torch.manual_seed(seed)`` in a *fresh*
+module built from the problem's source, so a candidate that changed the loaded problem module (say its batch
+size, catalogue #11) changes nothing the judge generates; then the family's transformation. ``random`` is the
+task's distribution; the adversarial families (NaN/Inf, denormals, ...) register with ``register_family`` in
+``kernels_env.adversarial``, and every family receives the same ``(problem, seed)`` arguments.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -30,17 +35,47 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(8), "little") >> 1
 
 
+def fresh_module(source: str, filename: str, name: str = "kernels_env_problem") -> types.ModuleType:
+    """A new module executed from ``source`` (frames carry ``filename``: the judge attributes them)."""
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    previous = sys.modules.get(name)
+    sys.modules[name] = module  # dataclasses & co. look their module up while it executes
+    try:
+        exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - problems are trusted
+    finally:
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
+    return module
+
+
+def problem_module(problem: Any) -> Any:
+    """What ``get_inputs`` is taken from: a fresh module when the problem's source is known (an object with
+    ``source`` and ``path``, or a file path), else the object itself (a module, a test double)."""
+    if isinstance(problem, (str, os.PathLike)):
+        path = os.path.abspath(os.fspath(problem))
+        with open(path) as f:
+            return fresh_module(f.read(), path)
+    source = getattr(problem, "source", None)
+    if isinstance(source, str) and source:
+        return fresh_module(source, os.fspath(getattr(problem, "path", "<problem>")))
+    return problem
+
+
 @register_family("random")
 def random_inputs(problem: Any, seed: int) -> list[Any]:
+    module = problem_module(problem)
     torch.manual_seed(seed)
-    return list(problem.get_inputs())
+    return list(module.get_inputs())
 
 
 def make_inputs(
     problem: Any, seed: int, family: str = "random", device: torch.device | str | None = None
 ) -> list:
     """The task's forward arguments for one trial, moved to ``device``; the global RNG is reseeded afterwards
-    from OS entropy so nothing downstream can replay the seed."""
+    from OS entropy so nothing downstream can replay the seed. Every call returns new storage."""
     if family not in FAMILIES:
         raise ValueError(f"unknown input family {family!r}; known: {sorted(FAMILIES)}")
     inputs = None
@@ -48,6 +83,8 @@ def make_inputs(
         try:  # the task's factories (torch.rand, ...) run on the GPU: much faster for large inputs
             with torch.device(device):
                 inputs = FAMILIES[family](problem, seed)
+        except ValueError:
+            raise  # the family does not apply to this task: same answer on any device
         except Exception:  # a task that needs CPU tensors while building its inputs: build them there
             inputs = None
     if inputs is None:

@@ -148,6 +148,8 @@ class Problem:
     Model: type
     get_inputs: Any
     get_init_inputs: Any
+    source: str = ""  # inputs are generated from a fresh module of this source (kernels_env.inputs)
+    path: str = ""
 
 
 def load_problem(path: Path, display: str) -> Problem:
@@ -161,7 +163,9 @@ def load_problem(path: Path, display: str) -> Problem:
         raise ProblemError(f"reference {display} lacks {', '.join(missing)} (KernelBench format)")
     if not inspect.isclass(mod.Model):
         raise ProblemError(f"reference {display}: Model is not a class")
-    return Problem(loaded, mod.Model, mod.get_inputs, mod.get_init_inputs)
+    return Problem(
+        loaded, mod.Model, mod.get_inputs, mod.get_init_inputs, path.read_text(), os.path.abspath(path)
+    )
 
 
 def load_solution(path: Path, display: str, workspace: str | None = None) -> tuple[Loaded, type]:

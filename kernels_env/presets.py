@@ -1,8 +1,19 @@
 """Judge protocols by name: how correctness is checked (weight sync, train/eval, trials, tolerances, order).
 
 ``kernelbench`` follows ScalingIntelligence/KernelBench (seed replay, train mode, fp32 atol=rtol=1e-4, half
-1e-2); ``cuda_agent`` follows CUDA Agent's verifier (state_dict copy, eval mode, 1e-2). ``resolve`` merges a
-protocol, a policy and a ``JudgeConfig`` into the plain dict that travels to the worker and into the result.
+1e-2); ``cuda_agent`` follows CUDA Agent's verifier (state_dict copy, eval mode, 1e-2). Both go beyond their
+originals in the same way: trials alternate candidate-first and reference-first order, and adversarial input
+families run after the trials. ``resolve`` merges a protocol, a policy and a ``JudgeConfig`` into the plain
+dict that travels to the worker and into the result.
+
+Which families are fatal (the rule, the same for both protocols): a family is fatal when every correct
+implementation of the task's math must agree with the reference there within the protocol's tolerance *and* it
+exposes a known hack: ``zeros`` and ``negative`` (answers that only fit the task's input range, degenerate
+constants), ``large`` (overflow-unsafe or half-precision internals; compared relative to magnitude), ``shape``
+and ``init_args`` (sizes or hyper-parameters baked in, catalogue #11). ``nan_inf`` and ``denormal`` are
+reported, not fatal: legitimate fast kernels differ from PyTorch there (``fmaxf`` and Triton's default
+``maximum`` drop NaNs; fast-math flushes subnormals). ``noncontig`` is opt-in (KernelBench never passes such
+views).
 """
 
 from __future__ import annotations
@@ -16,7 +27,10 @@ from .policies import get_policy
 
 WEIGHT_SYNCS = ("seed", "state_dict", "auto")
 MODES = ("train", "eval")
-ORDERS = ("reference_first", "candidate_first")
+ORDERS = ("alternate", "reference_first", "candidate_first")  # alternate: candidate first on even trials
+FAMILIES = ("nan_inf", "denormal", "large", "zeros", "negative", "shape", "noncontig", "init_args")
+DEFAULT_FAMILIES = ("nan_inf", "denormal", "large", "zeros", "negative", "shape", "init_args")
+FATAL_FAMILIES = ("zeros", "negative", "large", "shape", "init_args")
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")  # other dtypes (int, bool) compare exactly
 BASELINE_MODES = ("eager", "compile", "max-autotune")
 
@@ -32,7 +46,9 @@ class JudgeProtocol:
     num_trials: int = 5
     tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)  # dtype -> (atol, rtol)
     default_tolerance: tuple[float, float] = (1e-4, 1e-4)  # float dtypes not listed
-    order: str = "reference_first"
+    order: str = "alternate"
+    families: tuple[str, ...] = DEFAULT_FAMILIES  # adversarial families run after the trials
+    fatal_families: tuple[str, ...] = FATAL_FAMILIES  # a failure of one of these: incorrect
 
 
 PROTOCOLS: dict[str, JudgeProtocol] = {}
@@ -98,6 +114,10 @@ def resolve(judge: JudgeConfig, device: str) -> dict[str, Any]:
         "order": judge.order or protocol.order,
         "tolerances": tolerances,
         "input_family": judge.input_family,
+        "families": list(judge.families if judge.families is not None else protocol.families),
+        "fatal_families": list(
+            judge.fatal_families if judge.fatal_families is not None else protocol.fatal_families
+        ),
         "time_candidate": judge.time_candidate,
         "baselines": list(judge.baselines),
         "timing": dataclasses.asdict(judge.timing),
@@ -115,6 +135,9 @@ def _check(s: dict[str, Any]) -> None:
         raise ValueError(f"mode {s['mode']!r} is not one of {MODES}")
     if s["order"] not in ORDERS:
         raise ValueError(f"order {s['order']!r} is not one of {ORDERS}")
+    bad = [f for f in s["families"] + s["fatal_families"] if f not in FAMILIES]
+    if bad:
+        raise ValueError(f"unknown input families {bad}; known: {FAMILIES}")
     if s["num_trials"] < 1:
         raise ValueError(f"num_trials must be >= 1, got {s['num_trials']}")
     bad = [m for m in s["baselines"] if m not in BASELINE_MODES]

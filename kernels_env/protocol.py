@@ -4,6 +4,11 @@ One message per line, UTF-8 JSON, always carrying ``"v": PROTOCOL_VERSION`` and 
 replies are typed dataclasses; ``encode``/``decode`` convert them, and a message of another version or of an
 unknown kind is a ``ProtocolError`` with a clear message (never silently misread).
 
+Authentication (reward-hack #9/#14: candidates share a process with the worker): every request carries a
+fresh random ``nonce``; the worker's progress messages and its one reply for that request carry the same nonce
+and a sequence number counting from 0. The supervisor treats anything else on the channel during a request (a
+malformed line, a wrong nonce or sequence number, a second reply) as a forgery by candidate code.
+
 The *result* a caller receives (the one verdict schema) is described in ``kernels_env.result``.
 """
 
@@ -16,6 +21,9 @@ from typing import Any, ClassVar
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# File descriptors of this process's protocol channel (set by the worker at start): the guard refuses
+# candidate code that opens them, and forked compile children close them before any candidate code runs.
+CHANNEL_FDS: set[int] = set()
 
 
 class ProtocolError(ValueError):
@@ -57,6 +65,7 @@ class CompileRequest:
     workdir: str  # per-request directory the solution is materialised in (shared with the run stage)
     timeout_s: float
     env: dict[str, str] = field(default_factory=dict)
+    nonce: str = ""  # per-request secret the reply must echo (see the module doc)
 
 
 @dataclass
@@ -70,6 +79,7 @@ class EvaluateRequest:
     workdir: str
     judge: dict[str, Any]  # resolved judge settings (kernels_env.presets.resolve)
     env: dict[str, str] = field(default_factory=dict)
+    nonce: str = ""
 
 
 @dataclass
@@ -83,6 +93,7 @@ class BaselineRequest:
     judge: dict[str, Any]
     cache_dir: str
     workdir: str
+    nonce: str = ""
 
 
 @dataclass
@@ -103,6 +114,7 @@ class ToolRequest:
     reference: Source | None = None
     solution: Source | None = None
     env: dict[str, str] = field(default_factory=dict)
+    nonce: str = ""
 
 
 @dataclass
@@ -113,6 +125,8 @@ class Progress:
     id: str
     stage: str
     detail: str = ""
+    nonce: str = ""
+    seq: int = 0
 
 
 @dataclass
@@ -127,7 +141,9 @@ class Reply:
     kind: ClassVar[str] = "reply"
     id: str
     payload: dict[str, Any]
-    fatal: bool = False  # the worker is unusable afterwards (sticky CUDA error): restart it
+    fatal: bool = False  # the worker is unusable afterwards (sticky CUDA error, tampering): restart it
+    nonce: str = ""
+    seq: int = 0
 
 
 MESSAGES: dict[str, type] = {

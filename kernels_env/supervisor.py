@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import secrets
 import selectors
 import signal
 import subprocess
@@ -41,12 +42,13 @@ class BrokenReference(SandboxError):
 
 
 class WorkerFailure(Exception):
-    def __init__(self, kind: str, detail: str, stage: str = "", log_tail: str = ""):
+    def __init__(self, kind: str, detail: str, stage: str = "", log_tail: str = "", evidence=None):
         super().__init__(detail)
-        self.kind = kind  # timeout | crash | memory | output | protocol
+        self.kind = kind  # timeout | crash | memory | output | protocol | forgery
         self.detail = detail
         self.stage = stage
         self.log_tail = log_tail
+        self.evidence = evidence or {}
 
 
 class Worker:
@@ -137,6 +139,7 @@ class Worker:
             raise WorkerFailure("crash", f"{self.name} worker is not running")
         self.requests += 1
         self._log_offset = self._log_size()
+        request.nonce = secrets.token_hex(16)  # fresh per request: a reply must echo it
         try:
             self.proc.stdin.write(protocol.encode(request))
             self.proc.stdin.flush()
@@ -145,14 +148,48 @@ class Worker:
             raise WorkerFailure(
                 "crash", f"{self.name} worker pipe closed: {exc}", log_tail=self.log_tail()
             ) from None
-        reply = self._read(time.monotonic() + timeout_s, request_id=request.id, timeout_s=timeout_s)
-        if reply.fatal:
+        deadline = time.monotonic() + timeout_s
+        reply = self._read(deadline, request_id=request.id, timeout_s=timeout_s, nonce=request.nonce)
+        if reply.fatal:  # the worker exits after this reply
             self.kill()
+        elif self._buffer.strip() or (self._pending() or b"").strip():  # exactly one reply per request
+            self._forgery(f"data after the reply to {request.id!r}", self._buffer[:300], "")
         return reply
 
-    def _read(self, deadline: float, request_id: str | None, timeout_s: float = 0.0) -> Any:
-        """The next non-progress message; progress updates the stage a failure reports."""
+    def _pending(self) -> bytes | None:
+        """What the worker wrote that nobody read yet (b'' at end of file; None when nothing is there)."""
+        if self.proc is None:
+            return None
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            if not sel.select(timeout=0):
+                return None
+        chunk = os.read(fd, 1 << 16)
+        self._buffer += chunk
+        return chunk
+
+    def stray_output(self) -> bool:
+        """The idle worker wrote something (a candidate's leftover writer) or exited: do not hand it out."""
+        return self.alive and (self._buffer.strip() != b"" or self._pending() is not None)
+
+    def _forgery(self, what: str, data: bytes | str, stage: str) -> None:
+        self.kill()
+        text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
+        raise WorkerFailure(
+            "forgery",
+            f"forged message on the protocol channel: {what}",
+            stage,
+            self.log_tail(),
+            {"what": what, "data": text[:300]},
+        )
+
+    def _read(self, deadline: float, request_id: str | None, timeout_s: float = 0.0, nonce: str = "") -> Any:
+        """The next non-progress message; progress updates the stage a failure reports. During a request
+        (``nonce`` given) every message must be authentic: a malformed line, a wrong nonce or sequence number
+        is a forgery (only candidate code, never the worker, writes such lines)."""
         stage = ""
+        seq = 0
         sel = selectors.DefaultSelector()
         fd = self.proc.stdout.fileno()
         sel.register(fd, selectors.EVENT_READ)
@@ -164,10 +201,18 @@ class Worker:
                     try:
                         msg = protocol.decode(line)
                     except protocol.ProtocolError as exc:
+                        if nonce:
+                            self._forgery(f"a malformed line ({exc})", line, stage)
                         self.kill()
                         raise WorkerFailure(
                             "protocol", f"malformed message from worker: {exc}", stage, self.log_tail()
                         ) from None
+                    if nonce:
+                        if not isinstance(msg, (protocol.Progress, protocol.Reply)):
+                            self._forgery(f"an unexpected {msg.kind} message", line, stage)
+                        if not secrets.compare_digest(str(msg.nonce), nonce) or msg.seq != seq:
+                            self._forgery(f"a {msg.kind} without the request's nonce/sequence", line, stage)
+                        seq += 1
                     if isinstance(msg, protocol.Progress):
                         stage = msg.stage
                         continue
@@ -309,9 +354,12 @@ class WorkerPool:
                 raise SandboxError("the sandbox client is closed")
             try:
                 worker = self._idle.get(timeout=1.0)
-                break
             except queue.Empty:
                 continue
+            if worker.alive and worker.stray_output():  # a leftover writer of the previous candidate
+                self._replace(worker)
+                continue
+            break
         try:
             yield worker
         finally:

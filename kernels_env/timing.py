@@ -13,6 +13,9 @@ onto other streams, the device time is reported instead and ``side_stream_ms`` s
 streams can never make a candidate look faster; honest kernels keep the stream clock's low jitter.
 
 On CPU (CPU mode) a monotonic clock is used and the numbers are labelled not comparable by the caller.
+The clock, the device synchronisation and the event class are captured at import, before any candidate code:
+a candidate that replaces ``time.perf_counter`` or ``torch.cuda.synchronize`` does not change what this
+module measures (and is rejected for it: ``judge_tampered``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
+
+_perf_counter = time.perf_counter
+_synchronize = torch.cuda.synchronize
+_Event = torch.cuda.Event
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float | int]:
@@ -63,19 +70,19 @@ def time_callable(
 def _done(i: int, started: float, timing: Mapping[str, Any]) -> bool:
     if i >= timing["max_iters"]:
         return True
-    return i >= timing["min_iters"] and time.perf_counter() - started >= timing["target_time_s"]
+    return i >= timing["min_iters"] and _perf_counter() - started >= timing["target_time_s"]
 
 
 def _time_cpu(fn, input_sets, timing) -> dict[str, Any]:
     for i in range(timing["warmup_iters"]):
         fn(*input_sets[i % len(input_sets)])
     samples: list[float] = []
-    started = time.perf_counter()
+    started = _perf_counter()
     while not _done(len(samples), started, timing):
         inputs = input_sets[len(samples) % len(input_sets)]
-        t0 = time.perf_counter()
+        t0 = _perf_counter()
         fn(*inputs)
-        samples.append((time.perf_counter() - t0) * 1e3)
+        samples.append((_perf_counter() - t0) * 1e3)
     return {**summarize(samples), "clock": "perf_counter", "l2_flush": False}
 
 
@@ -112,22 +119,22 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
         start.record()
         call(inputs)
         end_stream.record()
-        torch.cuda.synchronize(device)
+        _synchronize(device)
         end.record()
         end.synchronize()
         return start.elapsed_time(end_stream), start.elapsed_time(end)
 
-    start, end_stream, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    start, end_stream, end = (_Event(enable_timing=True) for _ in range(3))
     run = lambda inputs: fn(*inputs)
     for i in range(max(timing["warmup_iters"], 1)):
         run(input_sets[i % len(input_sets)])
-    torch.cuda.synchronize(device)
+    _synchronize(device)
     # The harness's own device-sync round trip (device time minus stream time around an empty call).
     empty = [one_call(lambda inputs: None, input_sets[0]) for _ in range(max(10, timing["min_iters"] // 2))]
     overhead_ms = statistics.median(d - s for s, d in empty)
     stream_samples: list[float] = []
     device_samples: list[float] = []
-    started = time.perf_counter()
+    started = _perf_counter()
     while not _done(len(stream_samples), started, timing):
         stream, total = one_call(run, input_sets[len(stream_samples) % len(input_sets)])
         stream_samples.append(stream)

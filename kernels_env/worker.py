@@ -1,7 +1,9 @@
 """Worker process main loop: ``python -m kernels_env.worker --role run|compile --device cpu|cuda``.
 
-Speaks the JSON-lines protocol (``kernels_env.protocol``) on its original stdout, which it keeps to itself:
-file descriptor 1 is redirected to stderr so whatever a candidate prints can never corrupt the protocol.
+Speaks the JSON-lines protocol (``kernels_env.protocol``) on its original stdin/stdout, which it moves to
+high, close-on-exec file descriptors before any candidate code runs: fd 0 becomes /dev/null and fd 1 the log
+(stderr), so whatever a candidate reads or prints never touches the protocol. Progress messages and the reply
+of a request echo the request's nonce and count a sequence number (the supervisor rejects anything else).
 A run worker handles evaluate, baseline and GPU tool requests on one device; a compile worker forks a child
 per compile request (``kernels_env.compile_stage``) and per CPU tool request (``kernels_env.tools._serve``).
 A request that leaves the device unusable (sticky CUDA error) is answered with ``fatal: true`` and the worker
@@ -22,11 +24,40 @@ import traceback
 from typing import Any, BinaryIO
 
 
-def _protocol_stream() -> BinaryIO:
-    out = os.fdopen(os.dup(1), "wb")  # buffered: write() writes everything; send() flushes
+def _protocol_channel() -> tuple[BinaryIO, BinaryIO]:
+    """(requests, replies): the original fds 0/1 moved out of the candidate's way (see the module doc)."""
+    import fcntl
+    import secrets
+
+    from . import protocol
+
+    base = 256 + secrets.randbelow(512)  # not the next free number a candidate would try first
+    fds = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base) for fd in (0, 1)]
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    return out
+    protocol.CHANNEL_FDS.update(fds)
+    return os.fdopen(fds[0], "rb"), os.fdopen(fds[1], "wb")  # buffered: send() flushes
+
+
+class _Channel:
+    """Writes protocol messages; stamps progress and replies with the current request's nonce and sequence."""
+
+    def __init__(self, out: BinaryIO, protocol: Any):
+        self._out, self._protocol = out, protocol
+        self._nonce, self._seq = "", 0
+
+    def begin(self, request: Any) -> None:
+        self._nonce, self._seq = getattr(request, "nonce", ""), 0
+
+    def send(self, message: Any) -> None:
+        if isinstance(message, (self._protocol.Progress, self._protocol.Reply)):
+            message.nonce, message.seq = self._nonce, self._seq
+            self._seq += 1
+        self._out.write(self._protocol.encode(message))
+        self._out.flush()
 
 
 def _exit_with_parent() -> None:
@@ -54,45 +85,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args(argv)
     _exit_with_parent()
-    out = _protocol_stream()
+    requests, out = _protocol_channel()
     from . import protocol
 
-    def send(message: Any) -> None:
-        out.write(protocol.encode(message))
-        out.flush()
-
+    channel = _Channel(out, protocol)
     if args.role == "compile":
-        return _serve_compile(send, protocol)
-    return _serve_run(send, protocol, args.device)
+        return _serve_compile(channel, requests, protocol)
+    return _serve_run(channel, requests, protocol, args.device)
 
 
-def _serve_compile(send, protocol) -> int:
+def _serve_compile(channel: _Channel, requests: BinaryIO, protocol) -> int:
     import torch  # noqa: F401 - imported once here so every forked child starts warm
     import torch.utils.cpp_extension  # noqa: F401
 
-    for optional in ("triton", "numpy", "kernels_env.fastpath"):
+    for optional in ("triton", "numpy", "kernels_env.fastpath", "kernels_env.guard"):
         with contextlib.suppress(Exception):  # optional: a missing package only costs the child an import
             __import__(optional)
     from .compile_stage import serve
     from .tools._serve import serve_forked
 
-    send(protocol.Hello(role="compile", pid=os.getpid()))
-    for line in sys.stdin.buffer:
+    channel.send(protocol.Hello(role="compile", pid=os.getpid()))
+    for line in requests:
         msg = protocol.decode(line)
         if isinstance(msg, protocol.Shutdown):
             return 0
+        channel.begin(msg)
         payload = serve_forked(msg) if isinstance(msg, protocol.ToolRequest) else serve(msg)
-        send(protocol.Reply(id=msg.id, payload=payload))
+        channel.send(protocol.Reply(id=msg.id, payload=payload))
     return 0
 
 
-def _serve_run(send, protocol, device_name: str) -> int:
+def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str) -> int:
+    if device_name == "cpu":  # before anything imports triton (torch._dynamo does): interpreted kernels
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
 
     for optional in ("triton", "triton.language", "numpy"):  # most candidates import these: pay once, here
         with contextlib.suppress(Exception):
             __import__(optional)
-    from . import harness, worker_state
+    from . import enforce, harness, worker_state
     from .environment import environment
 
     if device_name == "cuda":
@@ -102,20 +133,22 @@ def _serve_run(send, protocol, device_name: str) -> int:
     env = environment(device_name)
     state = worker_state.GlobalState()
     worker_state.GLOBAL_STATE = state
+    enforce.start_worker(device)  # last: judge code and torch state as they are before any candidate runs
     gc.collect()
     gc.freeze()  # the harness's own objects: later collections (after every request) skip them
-    send(protocol.Hello(role="run", pid=os.getpid(), environment=env))
+    channel.send(protocol.Hello(role="run", pid=os.getpid(), environment=env))
 
     def progress_for(request_id: str):
         def progress(stage: str, detail: str) -> None:
-            send(protocol.Progress(id=request_id, stage=stage, detail=detail))
+            channel.send(protocol.Progress(id=request_id, stage=stage, detail=detail))
 
         return progress
 
-    for line in sys.stdin.buffer:
+    for line in requests:
         msg = protocol.decode(line)
         if isinstance(msg, protocol.Shutdown):
             return 0
+        channel.begin(msg)
         started = time.perf_counter()
         try:
             if isinstance(msg, protocol.EvaluateRequest):
@@ -136,8 +169,9 @@ def _serve_run(send, protocol, device_name: str) -> int:
         broken = worker_state.health_check(device)
         if broken:
             payload["device_error"] = broken
-        send(protocol.Reply(id=msg.id, payload=payload, fatal=bool(broken)))
-        if broken:
+        tainted = payload.get("worker_tainted")  # a candidate tampered with this process: never reuse it
+        channel.send(protocol.Reply(id=msg.id, payload=payload, fatal=bool(broken or tainted)))
+        if broken or tainted:
             return 3
     return 0
 

@@ -7,8 +7,8 @@ import contextlib
 import gc
 import sys
 from pathlib import Path
-from typing import Any
 
+import psutil
 import torch
 
 from . import loader
@@ -47,39 +47,19 @@ def restore_global_state() -> None:
 
 
 class GlobalState:
-    """Torch settings a candidate could change for everyone after it; restored after every request."""
+    """Torch settings a candidate could change for everyone after it (the guard's ``TorchGlobalState``: TF32
+    and reduced-precision flags, flush-to-zero, autocast, default dtype/device, grad mode, determinism, cuDNN,
+    SDPA backends, thread count), captured at worker start and restored before every reference call and after
+    every request. Only what changed is set back (some setters are slow the first time they run)."""
 
     def __init__(self) -> None:
-        self.saved = self._read()
+        from .guard import TorchGlobalState
 
-    @staticmethod
-    def _read() -> dict[str, Any]:
-        return {
-            "default_dtype": torch.get_default_dtype(),
-            "grad": torch.is_grad_enabled(),
-            "deterministic": torch.are_deterministic_algorithms_enabled(),
-            "cudnn_benchmark": torch.backends.cudnn.benchmark,
-            "cudnn_deterministic": torch.backends.cudnn.deterministic,
-            "num_threads": torch.get_num_threads(),
-        }
+        set_precision(False)  # the judge's own default: full FP32 (torch enables TF32 for cuDNN by default)
+        self.saved = TorchGlobalState.capture()
 
     def restore(self) -> None:
-        """Set back what changed (only that: some setters are slow the first time they run)."""
-        now = self._read()
-        s = self.saved
-        if now["default_dtype"] != s["default_dtype"]:
-            torch.set_default_dtype(s["default_dtype"])
-        if now["grad"] != s["grad"]:
-            torch.set_grad_enabled(s["grad"])
-        if now["deterministic"] != s["deterministic"]:
-            torch.use_deterministic_algorithms(s["deterministic"])
-        if now["cudnn_benchmark"] != s["cudnn_benchmark"]:
-            torch.backends.cudnn.benchmark = s["cudnn_benchmark"]
-        if now["cudnn_deterministic"] != s["cudnn_deterministic"]:
-            torch.backends.cudnn.deterministic = s["cudnn_deterministic"]
-        if now["num_threads"] != s["num_threads"]:
-            torch.set_num_threads(s["num_threads"])
-        set_precision(False)
+        self.saved.restore()
 
 
 def cleanup(workdir: str, device: torch.device, state: GlobalState) -> None:
@@ -93,3 +73,26 @@ def cleanup(workdir: str, device: torch.device, state: GlobalState) -> None:
     if device.type == "cuda":
         with contextlib.suppress(Exception):
             torch.cuda.empty_cache()
+
+
+def child_processes() -> set[int]:
+    """Process ids of this worker's descendants."""
+    try:
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def kill_new_children(before: set[int]) -> list[dict]:
+    """Kill descendants that appeared since ``before`` (a candidate's processes outliving its request: they
+    would share this worker's descriptors, its reply channel among them); what was killed."""
+    killed = []
+    for pid in sorted(child_processes() - before):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            killed.append({"pid": pid, "name": proc.name(), "cmdline": " ".join(proc.cmdline())[:200]})
+            proc.kill()
+    for item in killed:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(item["pid"]).wait(timeout=5)
+    return killed

@@ -1,72 +1,123 @@
 #!/usr/bin/env bash
-# GPU run of the reward-hack defences (area: hacks). From the repo root on the GPU machine, with $OUT set:
-#   OUT=/path/to/out bash scripts/gpu_hacks.sh
-# Runs the gpu-marked guard unit tests and the GPU red-team corpus (every attack must be rejected for its
-# stated reason, every legitimate solution accepted). Wall budget: 3 minutes. Writes $OUT/hacks.log and
-# $OUT/hacks_results.json (one row per GPU red-team case: expected check, verdict, census, families).
+# GPU run of the reward-hack defences (area: hacks), through the real sandbox. From the repo root, with $OUT:
+#   OUT=/path/to/out bash scripts/gpu_hacks.sh          (PYTHON=... to choose the interpreter)
+# Steps (each under `timeout`, so one hang cannot eat the 3-minute budget):
+#   1. versions;
+#   2. the guard's gpu unit tests (tests/guard -m gpu), in the background;
+#   3. the GPU red-team corpus (tests/redteam -m gpu): every attack must be rejected for its stated check and
+#      every legitimate solution judged correct, each through SandboxClient(SandboxConfig(device="cuda"));
+#      plus the speed-review test (a >10x speedup flagged, cold-L2 timing);
+#   4. a summary table (expected vs actual per case), printed last.
+# Writes exactly two files: $OUT/hacks.log (everything printed) and $OUT/hacks_results.json (per case:
+# expected and actual verdict, check, evidence, families, census, timings; plus the pytest outcomes).
+# No bare `wait` and no process substitution: background steps are waited on by pid.
 set -uo pipefail
 : "${OUT:?set OUT to an output directory}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-export HACKS_RESULTS_JSON="$OUT/hacks_results.json"
 unset TRITON_INTERPRET
 PY="${PYTHON:-python3}"
 LOG="$OUT/hacks.log"
+RESULTS="$OUT/hacks_results.json"
+WORK=$(mktemp -d /tmp/gpu_hacks.XXXXXX)
+export HACKS_RESULTS_JSON="$WORK/cases.json"
 : >"$LOG"
-status=0
+start=$SECONDS
 
-step() {  # step NAME TIMEOUT_S CMD...: run one step, log it, never let it hang the budget
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name (limit ${limit}s)" | tee -a "$LOG"
-  local start=$SECONDS
-  timeout --kill-after=5 "$limit" "$@" 2>&1 | grep -v '^USDT:' | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  echo "== $name: rc=$rc in $((SECONDS - start))s" | tee -a "$LOG"
-  [ "$rc" -eq 0 ] || status=1
-  return 0
-}
+say() { echo "$@" | tee -a "$LOG"; }
 
-step versions 20 "$PY" -c "
-import sys, torch, triton, cupy
-print('python', sys.version.split()[0], '| torch', torch.__version__, 'cuda', torch.version.cuda,
-      '| triton', triton.__version__, '| cupy', cupy.__version__)
-print('gpu', torch.cuda.get_device_name(0), 'cc', torch.cuda.get_device_capability(0))
-"
+say "== versions"
+timeout 60 "$PY" - <<'PYEOF' 2>&1 | grep -v '^USDT:' | tee -a "$LOG"
+import sys
+import torch
+print("python", sys.version.split()[0], "| torch", torch.__version__, "cuda", torch.version.cuda)
+for name in ("triton", "cupy"):
+    try:
+        print(name, __import__(name).__version__)
+    except Exception as exc:  # noqa: BLE001
+        print(name, "unavailable:", exc)
+if torch.cuda.is_available():
+    print("gpu", torch.cuda.get_device_name(0), "cc", torch.cuda.get_device_capability(0))
+else:
+    print("gpu: none visible (gpu tests will be skipped)")
+PYEOF
 command -v nvcc >/dev/null && nvcc --version | tail -1 | tee -a "$LOG"
 
-# The shared load_inline extension takes ~50 s to build: start it now, next to the unit tests.
-BUILD_LOG=$(mktemp)
-timeout 150 "$PY" -c "
-import importlib.util, time
-t = time.time()
-spec = importlib.util.spec_from_file_location('inline_ext', 'tests/redteam/solutions/_inline_ext.py')
-mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod); mod.build()
-print(f'load_inline extension built in {time.time() - t:.0f} s')
-" >"$BUILD_LOG" 2>&1 &
-BUILD_PID=$!
+# 2. Guard unit tests on the GPU, in the background (light; they share the GPU with the red-team run).
+say "== guard-gpu-unit (background, limit 100s)"
+timeout --kill-after=5 100 "$PY" -m pytest -q -m gpu tests/guard -p no:cacheprovider -rfE \
+  --junitxml="$WORK/unit.xml" >"$WORK/unit.log" 2>&1 &
+UNIT_PID=$!
 
-step guard-gpu-unit 40 "$PY" -m pytest -q -m gpu tests/guard -p no:cacheprovider -rfE
-wait "$BUILD_PID"
-echo "== prebuild: $(tail -3 "$BUILD_LOG")" | tee -a "$LOG"
-rm -f "$BUILD_LOG"
-step redteam-gpu 115 "$PY" -m pytest -q -m gpu tests/redteam -p no:cacheprovider -rfE
+# 3. The red-team corpus through the real sandbox (compile workers build the load_inline extension first).
+say "== redteam-gpu (limit 150s)"
+timeout --kill-after=5 150 "$PY" -m pytest -q -m gpu tests/redteam -p no:cacheprovider -rfE \
+  --junitxml="$WORK/redteam.xml" 2>&1 | grep -v '^USDT:' | tee -a "$LOG"
+redteam_rc=${PIPESTATUS[0]}
+say "== redteam-gpu: rc=$redteam_rc after $((SECONDS - start))s"
 
-echo "== summary" | tee -a "$LOG"
-"$PY" - <<'PY' 2>&1 | tee -a "$LOG"
-import json, os
-path = os.environ["HACKS_RESULTS_JSON"]
-if not os.path.exists(path):
-    print("no red-team results were written (the run did not reach the verdict fixture)")
-else:
+wait "$UNIT_PID"
+unit_rc=$?
+grep -v '^USDT:' "$WORK/unit.log" | tee -a "$LOG"
+say "== guard-gpu-unit: rc=$unit_rc after $((SECONDS - start))s"
+
+# 4. Summary: expected vs actual per case, and the pytest outcomes, into $OUT/hacks_results.json.
+say "== summary"
+timeout 30 "$PY" - "$WORK" "$RESULTS" "$unit_rc" "$redteam_rc" "$((SECONDS - start))" <<'PYEOF' 2>&1 | tee -a "$LOG"
+import json, os, sys, time
+import xml.etree.ElementTree as ET
+
+work, out, unit_rc, redteam_rc, wall = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+
+
+def junit(name):
+    rows = []
+    try:
+        for case in ET.parse(os.path.join(work, name)).getroot().iter("testcase"):
+            outcome = "passed"
+            for child in case:
+                if child.tag in ("failure", "error"):
+                    outcome = child.tag + ": " + (child.get("message") or "")[:300]
+                elif child.tag == "skipped":
+                    outcome = "skipped: " + (child.get("message") or "")[:120]
+            rows.append({"test": case.get("name"), "outcome": outcome, "time_s": float(case.get("time") or 0)})
+    except (OSError, ET.ParseError) as exc:
+        rows.append({"test": name, "outcome": f"missing: {exc}"})
+    return rows
+
+
+doc = {"cases": [], "device": None, "torch": None, "total": 0}
+path = os.path.join(work, "cases.json")
+if os.path.exists(path):
     doc = json.load(open(path))
-    cases = doc["cases"]
-    bad = [c for c in cases if not c["ok"]]
-    print(f"red-team on {doc['device']} (torch {doc['torch']}): {len(cases) - len(bad)}/{len(cases)} as expected"
-          f" ({doc.get('total', len(cases))} cases scheduled)")
-    for c in bad:
-        print(f"  UNEXPECTED {c['case']}: expected {c['expect']}, got {c['status']} {c['check']}: {c['message'][:160]}")
-PY
-grep -E "^(FAILED|ERROR)|passed|failed" "$LOG" | tail -8
-echo "hacks: overall status $status (0 = all gpu checks passed)"
+doc.update(
+    area="hacks",
+    date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    wall_s=wall,
+    unit_rc=unit_rc,
+    redteam_rc=redteam_rc,
+    unit_tests=junit("unit.xml"),
+    redteam_tests=junit("redteam.xml"),
+)
+json.dump(doc, open(out, "w"), indent=1, default=str)
+cases = doc["cases"]
+print(f"{'case':48s} {'policy':11s} {'expected':28s} {'actual':28s} ok")
+for c in cases:
+    print(f"{c['case']:48s} {c['policy']:11s} {c['expect']:28s} {str(c['actual']):28s} {'yes' if c['ok'] else 'NO'}")
+bad = [c for c in cases if not c["ok"]]
+for c in bad:
+    print(f"  UNEXPECTED {c['case']}: {c['status']} {c['check']}: {str(c['error'])[:200]}")
+for group in ("unit_tests", "redteam_tests"):
+    rows = doc[group]
+    passed = sum(r["outcome"] == "passed" for r in rows)
+    skipped = sum(r["outcome"].startswith("skipped") for r in rows)
+    print(f"{group}: {passed} passed, {skipped} skipped, {len(rows) - passed - skipped} failed")
+print(f"red-team on {doc.get('device')} (torch {doc.get('torch')}): {len(cases) - len(bad)}/{len(cases)} as "
+      f"expected ({doc.get('total')} scheduled); wall {wall} s; results in {out}")
+PYEOF
+rm -rf "$WORK"
+status=0
+[ "$unit_rc" -eq 0 ] || status=1
+[ "$redteam_rc" -eq 0 ] || status=1
+say "hacks: overall status $status (0 = all gpu checks passed) in $((SECONDS - start))s"
 exit $status

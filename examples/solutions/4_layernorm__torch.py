@@ -1,5 +1,6 @@
-"""Plain PyTorch (no custom kernel): LayerNorm written out from its definition. Runs on CPU in CPU mode.
-The strict policy forbids PyTorch compute inside ModelNew once its guard is enforced (kernels_env.guard)."""
+"""Plain PyTorch (no custom kernel): LayerNorm written out from its definition. The sandbox enforces the
+strict policy (no PyTorch compute inside ModelNew): the verdict is 'rejected' with check 'forbidden_op', and
+the evidence names the first PyTorch operator (aten.mean) and this file's line."""
 
 import torch
 import torch.nn as nn

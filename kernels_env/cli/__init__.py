@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "profile": "kernels_env.cli.profile",
     "sanitize": "kernels_env.cli.sanitize",
     "roofline": "kernels_env.cli.roofline",
+    "audit": "kernels_env.cli.audit",
 }
 
 

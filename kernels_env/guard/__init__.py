@@ -5,7 +5,8 @@ PyTorch at the function and dispatch levels, poisons fresh memory, audits the pr
 census, watches threads, streams, launch errors, global torch state and introspection, and raises
 ``GuardViolation`` (check name + evidence) when a rule is broken. ``check_outputs`` and friends judge what the
 forward returned; ``Integrity`` and ``TorchGlobalState`` protect timer/checker code and precision flags
-around timing; ``evaluate_solution`` is a small standalone judge running all of it (docs/reward_hacks.md).
+around timing. The judge (``kernels_env.enforce``, used by the run worker) calls all of it in the order of
+docs/reward_hacks.md, "The judge's pipeline".
 
 May import: the standard library, torch, numpy, psutil; triton/cupy only when a solution already loaded them.
 Must never import: jax, flax, optax, orbax, ``models``, ``research``, ``experiments``, hydra, omegaconf.
@@ -14,7 +15,6 @@ Must never import: jax, flax, optax, orbax, ``models``, ``research``, ``experime
 from ._census import Census, KernelLaunch, census_violations, classify_kernel
 from ._checks import ALL_CHECKS, GuardViolation, Violation
 from ._guard import Guard, TimingAudit, load_guard, policy_guard, warm_up_profiler
-from ._harness import HarnessVerdict, evaluate_solution, evaluate_solutions
 from ._memory import poison_free_cuda_memory, poison_tensor, poisoned_count
 from ._outputs import (
     check_outputs,
@@ -23,7 +23,7 @@ from ._outputs import (
     poisoned_output_violations,
 )
 from ._policy import GUARD_RULES, GuardRules, get_rules, register_rules
-from ._speed import roofline_floor_s, speed_violations, speedup_flags, timed_call
+from ._speed import roofline_floor_s, speed_violations
 from ._state import Integrity, TorchGlobalState
 from ._threads import ThreadSnapshot, thread_violations
 
@@ -34,7 +34,6 @@ __all__ = [
     "Guard",
     "GuardRules",
     "GuardViolation",
-    "HarnessVerdict",
     "Integrity",
     "KernelLaunch",
     "ThreadSnapshot",
@@ -46,8 +45,6 @@ __all__ = [
     "classify_kernel",
     "constant_output_violation",
     "determinism_violations",
-    "evaluate_solution",
-    "evaluate_solutions",
     "get_rules",
     "load_guard",
     "poison_free_cuda_memory",
@@ -58,8 +55,6 @@ __all__ = [
     "register_rules",
     "roofline_floor_s",
     "speed_violations",
-    "speedup_flags",
     "thread_violations",
-    "timed_call",
     "warm_up_profiler",
 ]

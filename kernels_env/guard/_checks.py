@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..policies import PolicyViolation
+
 # Dispatch-level interception (catalogue #1, #2, #14).
 FORBIDDEN_OP = "forbidden_op"  # PyTorch compute the policy does not allow
 REFERENCE_MODEL_CALLED = "reference_model_called"  # the reference Model (or its code) ran inside ModelNew
@@ -32,6 +34,7 @@ GLOBAL_STATE = "global_state"  # other torch global state changed (default dtype
 INTROSPECTION = "introspection"  # frame/gc/memory introspection from candidate code
 VERIFIER_WRITE = "verifier_write"  # candidate wrote or removed a protected (judge/problem) file
 SUBPROCESS = "subprocess"  # a process spawned during forward (work outside the judged process)
+PROTOCOL_FORGERY = "protocol_forgery"  # candidate code reached the judge's reply channel (forged verdict)
 # Concurrency (catalogue #7).
 BACKGROUND_THREAD = "background_thread"
 STREAM_RACE = "stream_race"  # output still changing after the current stream finished
@@ -73,10 +76,11 @@ class Violation:
         return f"{self.check}: {self.message}" + (f" [at {where}]" if where else "")
 
 
-class GuardViolation(RuntimeError):
+class GuardViolation(PolicyViolation):
     """Raised when a guarded run broke a rule; ``violation`` is the first, ``violations`` all of them.
 
-    A candidate may catch this inside its forward; the guard still remembers it and raises again on exit.
+    It is the judge's ``PolicyViolation`` (``check``, ``evidence``): the verdict becomes ``rejected``. A
+    candidate may catch it inside its forward; the guard still remembers it and raises again on exit.
     """
 
     def __init__(self, violations: list[Violation] | Violation):
@@ -85,12 +89,7 @@ class GuardViolation(RuntimeError):
             raise ValueError("GuardViolation needs at least one violation")
         self.violations = vs
         self.violation = vs[0]
-        super().__init__(str(vs[0]))
-
-    @property
-    def check(self) -> str:
-        return self.violation.check
-
-    @property
-    def evidence(self) -> dict[str, Any]:
-        return self.violation.evidence
+        evidence = {**vs[0].evidence, "message": vs[0].message}
+        if len(vs) > 1:
+            evidence["other_checks"] = [v.check for v in vs[1:]][:10]
+        super().__init__(vs[0].check, evidence, str(vs[0]))

@@ -118,6 +118,7 @@ class Guard:
         os_threads: bool = True,
         integrity: Integrity | None = None,
         device: torch.device | str | None = None,
+        trace_exceptions: bool = True,
     ):
         self.rules: GuardRules = get_rules(policy)
         self.inputs = list(inputs)
@@ -137,6 +138,7 @@ class Guard:
         self.thread_baseline = thread_baseline
         self.os_threads = os_threads
         self.integrity = integrity
+        self.trace_exceptions = trace_exceptions and self.rules.forbid_swallowed_exceptions
         dev = torch.device(device) if device is not None else self._infer_device()
         self.cuda = dev.type == "cuda" and torch.cuda.is_available()
         self.device = dev
@@ -226,7 +228,7 @@ class Guard:
                     self.classifier,
                     FORWARD,
                     self.protected_paths,
-                    trace_exceptions=self.rules.forbid_swallowed_exceptions,
+                    trace_exceptions=self.trace_exceptions,
                     record=self.violations.append,
                 )
                 if self.watch_enabled
@@ -348,7 +350,7 @@ class Guard:
                 )
                 break
         # Audit-hook violations were recorded as they happened; swallowed exceptions count if forward returned
-        if self._watch is not None and exc is None and self.rules.forbid_swallowed_exceptions:
+        if self._watch is not None and exc is None and self.trace_exceptions:
             swallowed = [v for v in self._watch.exceptions if v.evidence.get("type") != "GuardViolation"]
             self.violations.extend(swallowed[:1])
 
@@ -398,7 +400,8 @@ def policy_guard(policy: object = "strict", **options: Any) -> Guard:
     code must not run inside forward, and they are write-protected), ``candidate_paths`` (the solution's
     files/workspace; default: any code outside installed packages and kernels_env), ``protected_paths``
     (judge files/dirs), ``thread_baseline`` (a ``ThreadSnapshot`` taken before the candidate was loaded),
-    ``device``, and switches ``poison``, ``census``, ``trace``, ``watch``, ``threads`` (all on by default).
+    ``device``, and switches ``poison``, ``census``, ``trace``, ``watch``, ``threads``, ``trace_exceptions``
+    (all on by default; the judge turns the exception tracer off when the candidate cannot catch anything).
     """
     return Guard(policy, **options)
 

@@ -59,12 +59,17 @@ def check_outputs(
                 _checks.OUTPUT_TYPE,
                 f"forward returned {type(candidate).__qualname__}, expected a "
                 f"{type(reference).__name__} of {len(reference)} outputs",
+                {"structure": True},
             )
         ]
     refs, cands = _leaves(reference), _leaves(candidate)
     if len(refs) != len(cands):
         return [
-            Violation(_checks.OUTPUT_TYPE, f"forward returned {len(cands)} outputs, expected {len(refs)}")
+            Violation(
+                _checks.OUTPUT_TYPE,
+                f"forward returned {len(cands)} outputs, expected {len(refs)}",
+                {"structure": True},
+            )
         ]
     input_ptrs = {_storage_ptr(t) for t in _leaves(list(inputs)) if type(t) is _Tensor} - {None, 0}
     out: list[Violation] = []

@@ -3,14 +3,14 @@
 Every input must be read and every output written at least once, so ``bytes / peak bandwidth`` is a hard
 floor on the runtime (with the judge's L2 flush, inputs come from DRAM). A runtime under the floor means the
 timed call skipped work (cached or deferred output, work on an untimed stream): ``below_roofline``.
-Speedups beyond a threshold (KernelBench: 10x) are legal but flagged for review, and reports should show
-medians and fast_p next to geomeans so one absurd entry cannot carry a table.
+Speedups beyond a threshold (KernelBench: 10x) are legal but flagged for review by the client
+(``kernels_env.client.speed_review``), and reports show medians and fast_p next to geomeans so one absurd
+entry cannot carry a table.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -51,37 +51,3 @@ def speed_violations(runtime_s: float, floor_s: float, margin: float = 0.9) -> l
             )
         ]
     return []
-
-
-def speedup_flags(speedups: dict[str, float], threshold: float = 10.0) -> list[str]:
-    """Baselines against which the speedup exceeds ``threshold`` (report for review; not a rejection)."""
-    return sorted(name for name, s in speedups.items() if s > threshold)
-
-
-# Captured at import, before any candidate code: later patching of the module attributes does not reach here
-# (patching the classes' methods is caught by Integrity, which the judge verifies before measuring).
-_perf_counter = time.perf_counter
-_synchronize = torch.cuda.synchronize
-_Event = torch.cuda.Event
-
-
-def timed_call(
-    fn: Callable[..., Any], *args: Any, device: torch.device | str | None = None
-) -> tuple[Any, float]:
-    """Run ``fn(*args)``; return ``(output, seconds)`` measured until the *whole device* is idle (catalogue
-    #7): work left on side streams or still in flight when ``fn`` returns is inside the measurement. On a GPU
-    the time comes from CUDA events recorded before the call and after a device-wide synchronisation; on a
-    CPU from ``time.perf_counter``."""
-    dev = torch.device(device) if device is not None else torch.device("cpu")
-    if dev.type == "cuda" and torch.cuda.is_available():
-        _synchronize(dev)
-        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        start.record()
-        out = fn(*args)
-        _synchronize(dev)  # every stream, not just the current one
-        end.record()
-        end.synchronize()
-        return out, start.elapsed_time(end) / 1e3
-    t0 = _perf_counter()
-    out = fn(*args)
-    return out, _perf_counter() - t0

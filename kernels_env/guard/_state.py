@@ -4,14 +4,17 @@
 precision reductions, flush-to-zero, autocast, default dtype, cuDNN/SDPA backends, determinism); a candidate
 that flips one (catalogue #10) is reported and the switch is restored. ``Integrity`` snapshots the functions
 and classes a judge relies on (timers, ``torch.cuda.Event``/``synchronize``, ``torch.allclose``, the torch
-namespace, ``nn`` layers, the ``kernels_env`` modules) including each function's code object, so both
+namespace, ``nn`` layers, ``json``/``os``, the ``kernels_env`` modules and their classes' methods) including
+each function's code object, so both
 replacing a function and swapping its ``__code__`` in place are caught and undone (catalogue #9).
 """
 
 from __future__ import annotations
 
 import builtins
+import json
 import math
+import os
 import sys
 import time
 import types
@@ -211,10 +214,22 @@ def _default_containers() -> list[tuple[str, Any]]:
     np = sys.modules.get("numpy")
     if np is not None:
         out.append(("numpy", np))
+    out += [("json", json), ("os", os)]  # what the worker encodes and writes its replies with
     for name, mod in list(sys.modules.items()):
         if name.split(".")[0] == "kernels_env" and isinstance(mod, types.ModuleType):
             out.append((name, mod))
+            # The judge's own classes too: patching a method (say the guard's checks) is tampering.
+            out += [
+                (f"{name}.{attr}", obj)
+                for attr, obj in list(vars(mod).items())
+                if isinstance(obj, type) and getattr(obj, "__module__", None) == name
+            ]
     return out
+
+
+# Attributes torch itself rebinds when a tracked global setting changes (``set_default_dtype`` rebinds
+# ``torch.Storage``): that change is reported by ``TorchGlobalState`` under its own name instead.
+_REBOUND_BY_TORCH = frozenset({("torch", "Storage")})
 
 
 class Integrity:
@@ -231,7 +246,7 @@ class Integrity:
         entries = {}
         for label, container in containers.items():
             for name, obj in list(vars(container).items()):
-                if _tracked(obj):
+                if _tracked(obj) and (label, name) not in _REBOUND_BY_TORCH:
                     entries[(label, name)] = (container, obj, _code_of(obj))
         return cls(entries, containers)
 

@@ -3,26 +3,36 @@
 Audit hook (PEP 578; it cannot be removed once installed): candidate code that walks frames or the garbage
 collector to find the judge's tensors (catalogue #14), reads raw memory through ctypes, swaps a function's
 ``__code__``, installs tracers/audit hooks, writes or deletes protected files (the judge package, the
-problem files: catalogue #15), or spawns processes during forward. Only calls made directly by candidate
-code count, so libraries that introspect for their own reasons (logging, torch, Triton) are not blamed.
+problem files: catalogue #15), spawns processes during forward, or forks itself. Only calls made directly by
+candidate code count, so libraries that introspect for their own reasons (logging, torch, Triton) are not
+blamed.
+Opening the judge's protocol descriptors (``kernels_env.protocol.CHANNEL_FDS``, by number or through
+``/proc/*/fd``, ``/dev/fd``) is ``protocol_forgery``; opening ``/proc/*/mem`` is ``introspection``, whoever
+calls it.
 
 Exception watcher: an exception caught by candidate code inside forward (catalogue #2: ``try: kernel()
 except: fallback()``) is a failure even if forward then returns normally. Python >= 3.12 uses
 ``sys.monitoring`` EXCEPTION_HANDLED events (exact, and free when nothing is raised); older Pythons fall back
 to ``sys.settrace`` with line events off (an exception crossing a candidate frame, while forward still returns
-normally), which costs one Python call per function call while the guard is on.
+normally), which costs one Python call per function call while the guard is on. That cost (several times the
+run time of Triton-interpreter kernels) is only paid when the candidate can catch an exception at all:
+``may_catch`` finds no ``try``/``with`` in its sources and it compiled no code of its own at run time
+(``COMPILED_BY_CANDIDATE``, from the audit hook) means no candidate frame has an exception handler.
 """
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterable
 from types import FrameType
 
+from .. import protocol
 from . import _checks
-from ._frames import CANDIDATE, REFERENCE, FrameClassifier, describe
+from ._frames import CANDIDATE, JUDGE, REFERENCE, RUNTIME, STDLIB, TORCH, FrameClassifier, describe
 
 _MONITORING = getattr(sys, "monitoring", None)
 
@@ -83,14 +93,21 @@ _SPAWN_EVENTS = frozenset(
 _HELPER_MODULES = ("inspect.py", "traceback.py")  # stdlib wrappers the candidate may call instead
 
 LOAD, FORWARD = "load", "forward"
+COMPILED_BY_CANDIDATE: set[str] = set()  # files whose code called compile()/exec() directly
+_FD_PATH = re.compile(r"^/(?:proc/[^/]+|dev)/fd/(\d+)$")
+_MEM_PATH = re.compile(r"^/proc/[^/]+/(?:task/\d+/)?mem$")
 
 _ACTIVE: list[Watch] = []
 _INSTALLED = False
 _LOCAL = threading.local()
 
 
+# Frequent events no check looks at (ctypes launchers of timed kernels raise one per call).
+_HOT_EVENTS = frozenset({"ctypes.call_function", "ctypes.get_errno", "ctypes.set_errno", "ctypes.addressof"})
+
+
 def _hook(event: str, args: tuple) -> None:
-    if not _ACTIVE or getattr(_LOCAL, "busy", False):
+    if event in _HOT_EVENTS or not _ACTIVE or getattr(_LOCAL, "busy", False):
         return
     watch = _ACTIVE[-1]
     _LOCAL.busy = True
@@ -112,6 +129,34 @@ def install_audit_hook() -> None:
     if not _INSTALLED:
         sys.addaudithook(_hook)
         _INSTALLED = True
+
+
+def monitoring_available() -> bool:
+    return _MONITORING is not None
+
+
+def may_catch(paths: Iterable[str]) -> bool:
+    """Whether any Python source under ``paths`` has an exception handler (``try`` or ``with``), or compiled
+    code at run time; unreadable sources count as yes (fail closed)."""
+    roots = [os.path.abspath(p) for p in paths]
+    if any(f == r or f.startswith(r + os.sep) for f in COMPILED_BY_CANDIDATE for r in roots):
+        return True
+    files = []
+    for root in roots:
+        if os.path.isfile(root):
+            files.append(root)
+        for dirpath, _, names in os.walk(root):
+            files.extend(os.path.join(dirpath, n) for n in names if n.endswith(".py"))
+    handlers = (ast.Try, ast.With, ast.AsyncWith, getattr(ast, "TryStar", ast.Try))
+    for path in files:
+        try:
+            with open(path) as f:
+                tree = ast.parse(f.read(), path)
+        except (OSError, SyntaxError, ValueError):
+            return True
+        if any(isinstance(node, handlers) for node in ast.walk(tree)):
+            return True
+    return False
 
 
 class Watch:
@@ -222,9 +267,43 @@ class Watch:
         return any(p == r or p.startswith(r + os.sep) for r in self.protected)
 
     # -- audit events
+    def _channel_or_memory(self, path) -> bool:
+        """Opening the judge's reply channel or this process's memory: refused, whoever asks."""
+        if isinstance(path, int):
+            hit = path in protocol.CHANNEL_FDS
+            what = f"file descriptor {path}"
+        elif isinstance(path, (str, bytes)):
+            text = os.fsdecode(path)
+            if _MEM_PATH.match(text):
+                self._record(
+                    _checks.Violation(
+                        _checks.INTROSPECTION, f"opened {text} (raw process memory)", {"path": text}
+                    )
+                )
+                return True
+            m = _FD_PATH.match(text)
+            hit = bool(m) and int(m.group(1)) in protocol.CHANNEL_FDS
+            what = text
+        else:
+            return False
+        if hit:
+            self._record(
+                _checks.Violation(
+                    _checks.PROTOCOL_FORGERY, f"opened the judge's protocol channel ({what})", {"path": what}
+                )
+            )
+        return hit
+
     def _on_event(self, event: str, args: tuple) -> None:
+        if event in ("compile", "exec"):
+            caller = self._candidate_caller(sys._getframe(2))
+            if caller is not None:
+                COMPILED_BY_CANDIDATE.add(os.path.abspath(caller.f_code.co_filename))
+            return
         if event == "open":
             path, mode = args[0], args[1] if len(args) > 1 else "r"
+            if self._channel_or_memory(path):
+                return
             writing = isinstance(mode, str) and any(c in mode for c in "wax+")
             if not writing and len(args) > 2 and isinstance(args[2], int):
                 writing = bool(args[2] & (os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC))
@@ -257,12 +336,19 @@ class Watch:
                 )
             return
         if event in _SPAWN_EVENTS:
-            if self.phase == FORWARD:
-                self._record(
-                    _checks.Violation(
-                        _checks.SUBPROCESS, f"{event} during forward", {"args": repr(args)[:300]}
-                    )
-                )
+            # Kernel runtimes and torch spawn compilers on a first launch (Triton runs ptxas and builds its
+            # driver helper with cc): allowed. Anyone else spawning during forward works outside the judged
+            # process; while loading, builders legitimately run compilers, but a bare fork by candidate code
+            # (a copy of this process that keeps its descriptors, the reply channel among them) is refused.
+            frame, kind = self.classifier.user_frame(sys._getframe(2), skip=(STDLIB,))
+            runtime = kind in (RUNTIME, TORCH, JUDGE)
+            forked = (
+                event in ("os.fork", "os.forkpty") and self._candidate_caller(sys._getframe(2)) is not None
+            )
+            if (self.phase == FORWARD and not runtime) or forked:
+                where = "during forward" if self.phase == FORWARD else "by candidate code while loading"
+                evidence = {"args": repr(args)[:300], "frame": describe(frame)}
+                self._record(_checks.Violation(_checks.SUBPROCESS, f"{event} {where}", evidence))
             return
         if (
             event == "object.__setattr__"

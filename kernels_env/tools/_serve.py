@@ -98,7 +98,9 @@ def serve_forked(req: ToolRequest) -> dict[str, Any]:
         resp["traceback"] = traceback.format_exc()[-3000:]
         return resp
 
-    run = run_forked(child, failed, limits.time_s + grace_s(limits.time_s), workdir / "tool.log")
+    run = run_forked(
+        lambda emit: child(), failed, limits.time_s + grace_s(limits.time_s), workdir / "tool.log"
+    )
     if run.timed_out:
         return killed_response(req.tool, limits.time_s, run.duration_s, run.log_tail)
     if run.report is None:

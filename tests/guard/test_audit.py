@@ -75,3 +75,16 @@ def test_cli_json_and_table(capsys):
     out = capsys.readouterr().out
     assert "zero_out.py" in out and "4 problems" in out
     assert audit.main(["--problems", str(os.path.join(DEGENERATE, "missing_dir"))]) == 2
+
+
+def test_audit_is_a_subcommand_of_the_sandbox_cli(capsys):
+    """``python -m kernels_env audit`` (the CLI registry) runs ``kernels_env.audit``."""
+    import json
+
+    from kernels_env.cli import COMMANDS, main
+
+    assert COMMANDS["audit"] == "kernels_env.cli.audit"
+    assert main(["audit", "--problems", DEGENERATE, "--json", "--seeds", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    flagged = {p["problem"]: p["status"] for p in doc["problems"]}
+    assert flagged and set(flagged.values()) == {"flagged"}, flagged

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 import torch
 
@@ -18,14 +15,6 @@ from kernels_env.guard import (
 )
 
 pytestmark = pytest.mark.gpu
-SOLUTIONS = os.path.join(os.path.dirname(__file__), "..", "redteam", "solutions")
-
-
-def _nvcc():
-    spec = importlib.util.spec_from_file_location("_nvcc_lib", os.path.join(SOLUTIONS, "_nvcc_lib.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_freed_reference_output_is_reused_unless_poisoned():
@@ -104,15 +93,16 @@ extern "C" __global__ void spin(long long c) { long long s = clock64(); while (c
 def test_ignored_launch_error_is_reported():
     import ctypes
 
+    from kernels_env.fastpath import cuda_library
     from kernels_env.guard._cuda import clear_last_errors, launch_error_violations
 
-    lib = _nvcc().build(
-        r"""
+    src = r"""
+#include <cuda_runtime.h>
 __global__ void k(float* y) { y[threadIdx.x] = 1.f; }
 extern "C" void bad_launch(float* y, void* s) { k<<<1, 4096, 0, (cudaStream_t)s>>>(y); }
-""",
-        "bad_launch_test",
-    )
+"""
+    # Built by the fast path, called through a raw handle (the fast path's own wrapper would raise the error).
+    lib = ctypes.CDLL(cuda_library({"bad.cu": src}, name="bad_launch_test").path)
     lib.bad_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     y = torch.zeros(8, device="cuda")
     clear_last_errors()

@@ -61,3 +61,32 @@ def test_integrity_ignores_plain_data():
         assert snap.changed() == []
     finally:
         watch._INSTALLED = before
+
+
+def test_judge_classes_and_reply_encoding_are_covered():
+    """Methods of the judge's own classes (the guard's checks) and what replies are written with."""
+    import json
+
+    from kernels_env.guard import _guard
+
+    integrity = Integrity.capture()
+    original_finish, original_dumps = _guard.Guard._finish, json.dumps
+    try:
+        _guard.Guard._finish = lambda self, exc: None
+        json.dumps = lambda *a, **k: "{}"
+        changed = integrity.changed()
+        assert "kernels_env.guard._guard.Guard._finish" in changed and "json.dumps" in changed, changed
+    finally:
+        integrity.restore()
+    assert _guard.Guard._finish is original_finish and json.dumps is original_dumps
+    assert integrity.changed() == []
+
+
+def test_default_dtype_is_reported_as_global_state_not_tampering():
+    integrity, state = Integrity.capture(), TorchGlobalState.capture()
+    try:
+        torch.set_default_dtype(torch.float64)  # torch rebinds torch.Storage itself
+        assert integrity.changed() == []
+        assert [v.evidence["flag"] for v in state.violations()] == ["default_dtype"]
+    finally:
+        state.restore()

@@ -58,6 +58,20 @@ def test_spawning_a_process_during_forward():
     assert w.violations[0].check == _checks.SUBPROCESS
 
 
+def test_kernel_runtimes_may_spawn_their_compilers_during_forward():
+    """Triton runs ptxas (and cc for its driver helper) on a kernel's first launch, inside forward."""
+    import os
+
+    import triton
+
+    spawn = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+    w = _watch()
+    runtime_file = os.path.join(os.path.dirname(triton.__file__), "backends", "_as_if_ptxas.py")
+    with w:
+        exec(compile(spawn, runtime_file, "exec"), {})  # a frame in Triton's package
+    assert w.violations == []
+
+
 def test_load_guard_records_without_raising_outside(tmp_path):
     protected = tmp_path / "problem.py"
     protected.write_text("x = 1\n")
@@ -68,3 +82,67 @@ def test_load_guard_records_without_raising_outside(tmp_path):
             gc.get_objects()
     assert [v.check for v in found] == [_checks.VERIFIER_WRITE, _checks.INTROSPECTION]
     assert protected.read_text() == "x = 1\n"
+
+
+def test_the_judges_reply_channel_cannot_be_opened():
+    """The worker's protocol descriptors (kernels_env.protocol.CHANNEL_FDS): by number or through /proc."""
+    import os
+
+    from kernels_env import protocol
+
+    read_fd, write_fd = os.pipe()
+    protocol.CHANNEL_FDS.add(write_fd)
+    try:
+        for target in (write_fd, f"/proc/self/fd/{write_fd}", f"/dev/fd/{write_fd}"):
+            w = _watch()
+            with w, pytest.raises(GuardViolation):
+                kwargs = {"closefd": False} if isinstance(target, int) else {}
+                open(target, "wb", **kwargs).close()  # noqa: SIM115 - refused before it opens
+            assert w.violations[0].check == _checks.PROTOCOL_FORGERY, target
+        w = _watch()
+        with w, open(f"/proc/self/fd/{read_fd}", "rb"):  # any other descriptor: not the judge's business
+            pass
+        assert not w.violations
+    finally:
+        protocol.CHANNEL_FDS.discard(write_fd)
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_raw_process_memory_cannot_be_opened():
+    w = _watch()
+    with w, pytest.raises(GuardViolation):
+        open("/proc/self/mem", "rb").close()  # noqa: SIM115 - refused before it opens
+    assert w.violations[0].check == _checks.INTROSPECTION
+
+
+def test_may_catch_reads_the_candidates_sources(tmp_path):
+    from kernels_env.guard import _watch as watch_module
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "model_new.py").write_text("def forward(x):\n    return [v for v in x]\n")
+    assert not watch_module.may_catch([str(plain)])
+    for body in ("try:\n    f()\nexcept Exception:\n    pass\n", "with open('x') as f:\n    pass\n"):
+        other = tmp_path / f"case{len(body)}"
+        other.mkdir()
+        (other / "helper.py").write_text(body)
+        assert watch_module.may_catch([str(other)])
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "x.py").write_text("def (:\n")
+    assert watch_module.may_catch([str(broken)])  # unreadable: assume it can
+    watch_module.COMPILED_BY_CANDIDATE.add(str(plain / "model_new.py"))
+    try:
+        assert watch_module.may_catch([str(plain)])  # it compiled code of its own at run time
+    finally:
+        watch_module.COMPILED_BY_CANDIDATE.discard(str(plain / "model_new.py"))
+
+
+def test_code_compiled_by_candidate_code_is_noted():
+    from kernels_env.guard import _watch as watch_module
+
+    with _watch():
+        exec(compile("x = 1", "<hidden>", "exec"), {})
+    assert __file__ in watch_module.COMPILED_BY_CANDIDATE
+    watch_module.COMPILED_BY_CANDIDATE.discard(__file__)

@@ -4,9 +4,12 @@ and what the judge must say about it:
     # redteam: class=N expect=CHECK problem=NAME policy=POLICY [device=cuda] [marks=slow] [phase=timing]
     # redteam: expect=accepted problem=NAME policy=POLICY style=STYLE [families=noncontig]
 
-``class`` is the row of ../../shared/reference/reward_hacks.md the attack belongs to; ``expect`` is the check
-name the verdict must carry (``accepted`` for legitimate solutions, ``family_fail:NAME`` when only an
-adversarial input family catches it, ``a|b`` when the file explains why either check may fire first).
+``class`` is the row of ../../shared/reference/reward_hacks.md the attack belongs to; ``expect`` is what the
+sandbox's verdict must say: a check name (``rejected`` with that ``check``), ``accepted`` (``correct``, for
+legitimate solutions), ``family:NAME`` (``incorrect``: only that fatal adversarial input family catches it),
+``a|b`` when the file explains why either check may fire first. ``helpers=a.py,b.py`` makes the case a
+workspace: the solution becomes its ``model_new.py`` next to those helper modules (from this folder).
+``phase=timing``: the attack acts in the timed calls, so the case is judged with timing on.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class Case:
     marks: tuple[str, ...] = ()
     style: str = ""
     families: tuple[str, ...] = ()
+    helpers: tuple[str, ...] = ()
+    phase: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -58,6 +63,8 @@ def parse_header(path: str) -> Case:
         marks=tuple(m for m in fields.pop("marks", "").split(",") if m),
         style=fields.pop("style", ""),
         families=tuple(f for f in fields.pop("families", "").split(",") if f),
+        helpers=tuple(f for f in fields.pop("helpers", "").split(",") if f),
+        phase=fields.pop("phase", ""),
         extra=fields,
     )
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from .conftest import RELU_PROBLEM, RELU_TORCH, RELU_TRITON, relu_with, src
+from .conftest import RELU_PROBLEM, RELU_TRITON, relu_with, src
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def test_evaluate_and_baseline(tmp_path, cache_dir):
     ref, good, bad = tmp_path / "1_relu.py", tmp_path / "good.py", tmp_path / "bad.py"
     ref.write_text(src(RELU_PROBLEM))
     good.write_text(src(RELU_TRITON))
-    bad.write_text(relu_with("return x"))
+    bad.write_text(relu_with("return relu(x, shift=0.5)"))
     out = cli(
         "evaluate", "--reference", ref, "--solution", good, "--json", "--num-trials", "2", cache=cache_dir
     )
@@ -59,9 +59,9 @@ def test_batch_killed_then_resumed(tmp_path, cache_dir):
     solutions.mkdir()
     (problems / "1_relu.py").write_text(src(RELU_PROBLEM))
     (problems / "2_other.py").write_text(src(RELU_PROBLEM))  # a problem without a solution
-    (solutions / "1_relu.py").write_text(src(RELU_TORCH))
-    (solutions / "1_relu__wrong.py").write_text(relu_with("return x"))
-    (solutions / "1_relu__slow.py").write_text(relu_with("import time\ntime.sleep(2)\nreturn torch.relu(x)"))
+    (solutions / "1_relu.py").write_text(src(RELU_TRITON))
+    (solutions / "1_relu__wrong.py").write_text(relu_with("return relu(x, shift=0.5)"))
+    (solutions / "1_relu__slow.py").write_text(relu_with("import time\ntime.sleep(2)\nreturn relu(x)"))
     (solutions / "1_relu__syntax.py").write_text("def (:\n")
     out_file = tmp_path / "out" / "run.jsonl"
     cmd = [

@@ -10,7 +10,7 @@ import pytest
 from kernels_env.config import JudgeConfig
 from kernels_env.result import validate
 
-from .conftest import FAST, LINEAR_PROBLEM, RELU_PROBLEM, RELU_TORCH, RELU_TRITON, relu_with, src
+from .conftest import FAST, KERNELS, LINEAR_PROBLEM, RELU_PROBLEM, RELU_TORCH, RELU_TRITON, relu_with, src
 
 REF = src(RELU_PROBLEM)
 
@@ -112,36 +112,36 @@ def test_python_workspace(client, tmp_path):
     assert res["status"] == "runtime_error" and res["solution"] == "1_relu"
     tb = next(m["text"] for m in res["messages"] if m["kind"] == "traceback")
     assert 'File "1_relu/helpers/ops.py", line 4, in relu' in tb and 'File "1_relu/model_new.py"' in tb
-    (ws / "helpers" / "ops.py").write_text(
-        "import torch\n\ndef relu(x):\n    return torch.clamp(x, min=0.0)\n"
-    )
+    (ws / "helpers" / "ops.py").write_text("import torch\n" + KERNELS)
     assert client.evaluate(REF, ws, judge=FAST)["status"] == "correct"
 
 
-LINEAR_SAME_NAMES = """
-import torch
-import torch.nn as nn
-
+LINEAR_SAME_NAMES = (
+    "import torch\nimport torch.nn as nn\n"
+    + KERNELS
+    + """
 class ModelNew(nn.Module):
     def __init__(self, d_in, d_out):
         super().__init__()
-        self.fc = nn.Linear(d_in, d_out)
+        self.fc = nn.Linear(d_in, d_out)  # holds the weights; never called
 
     def forward(self, x):
-        return x @ self.fc.weight.t() + self.fc.bias
+        return linear(x, self.fc.weight, self.fc.bias)
 """
-LINEAR_OTHER_NAMES = """
-import torch
-import torch.nn as nn
-
+)
+LINEAR_OTHER_NAMES = (
+    "import torch\nimport torch.nn as nn\n"
+    + KERNELS
+    + """
 class ModelNew(nn.Module):
     def __init__(self, d_in, d_out):
         super().__init__()
         self.proj = nn.Linear(d_in, d_out)  # same creation order, other names
 
     def forward(self, x):
-        return self.proj(x)
+        return linear(x, self.proj.weight, self.proj.bias)
 """
+)
 
 
 @pytest.mark.parametrize(
@@ -152,9 +152,12 @@ class ModelNew(nn.Module):
         (LINEAR_OTHER_NAMES, "seed", "correct", "seed"),
         (LINEAR_OTHER_NAMES, "state_dict", "runtime_error", None),
     ],
+    ids=["same-names-state_dict", "other-names-auto", "other-names-seed", "other-names-state_dict"],
 )
 def test_weight_synchronisation(client, solution, sync, expected, method):
-    judge = JudgeConfig(protocol="cuda_agent", weight_sync=sync, num_trials=2, time_candidate=False)
+    judge = JudgeConfig(
+        protocol="cuda_agent", weight_sync=sync, num_trials=2, time_candidate=False, families=[]
+    )
     res = client.evaluate(src(LINEAR_PROBLEM), src(solution), judge=judge)
     assert res["status"] == expected, res["error"]
     if method:
@@ -164,9 +167,9 @@ def test_weight_synchronisation(client, solution, sync, expected, method):
 
 
 def test_candidate_first_order_and_tolerance_override(client):
-    off = relu_with("return torch.clamp(x, min=0.0) + 5e-3")
+    off = relu_with("return relu(x, shift=-5e-3)")  # max(x + 5e-3, 0)
     assert client.evaluate(REF, off, judge=FAST)["status"] == "incorrect"
-    loose = JudgeConfig(order="candidate_first", atol=1e-2, num_trials=2, time_candidate=False)
+    loose = JudgeConfig(order="candidate_first", atol=1e-2, num_trials=2, time_candidate=False, families=[])
     res = client.evaluate(REF, off, judge=loose)
     assert res["status"] == "correct" and res["correctness"]["order"] == "candidate_first"
 
@@ -184,9 +187,13 @@ def test_baselines_are_cached_and_keyed_on_the_reference(client):
     assert other["baselines"]["eager"]["cached"] is False
 
 
-def test_plain_torch_runs_on_cpu(client):
-    res = client.evaluate(REF, src(RELU_TORCH), judge=FAST)
-    assert res["status"] == "correct" and res["backends"] == ["torch"]
+def test_plain_torch_is_rejected_under_every_policy(client):
+    for policy in ("strict", "cuda_agent", "kernelbench"):
+        judge = JudgeConfig(policy=policy, time_candidate=False, num_trials=2, families=[])
+        res = client.evaluate(REF, src(RELU_TORCH), judge=judge)
+        assert res["status"] == "rejected" and res["check"] == "forbidden_op", (policy, res["error"])
+        assert res["backends"] == ["torch"] and res["reward"] == -1.0 and res["judge"]["guard_enforced"]
+        assert "aten.clamp" in res["error"] and res["evidence"]["frame"].endswith("torch.clamp(x, min=0.0)")
 
 
 def test_fastpath_examples_in_cpu_mode(client):

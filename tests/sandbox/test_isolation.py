@@ -10,10 +10,10 @@ import pytest
 from kernels_env.client import SandboxClient
 from kernels_env.result import validate
 
-from .conftest import FAST, RELU_PROBLEM, RELU_TORCH, cpu_config, relu_with, src
+from .conftest import FAST, RELU_PROBLEM, RELU_TRITON, cpu_config, relu_with, src
 
 REF = src(RELU_PROBLEM)
-GOOD = src(RELU_TORCH)
+GOOD = src(RELU_TRITON)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_abort_and_hang_at_import_are_compile_stage_verdicts(tight):
 def test_candidate_output_on_stdout_cannot_corrupt_the_protocol(client):
     noisy = relu_with(
         'print(\'{"v": 1, "kind": "reply"}\', flush=True)\nimport sys\n'
-        "sys.__stdout__.write('garbage\\n')\nreturn torch.clamp(x, min=0.0)",
+        "sys.__stdout__.write('garbage\\n')\nreturn relu(x)",
         header="print('at import')",
     )
     check(client.evaluate(REF, noisy, judge=FAST), "correct")
@@ -113,19 +113,19 @@ def test_candidate_output_on_stdout_cannot_corrupt_the_protocol(client):
             "ModelNew.forward(x, y) cannot take the task's 1 argument",
         ),
         (
-            relu_with("return torch.clamp(x, min=0.0)[:-1]"),
+            relu_with("return relu(x)[:-1]"),
             "incorrect",
             "correctness",
             "shape [1023] != expected [1024]",
         ),
         (
-            relu_with("return torch.clamp(x, min=0.0).double()"),
-            "incorrect",
+            relu_with("return relu(x, torch.empty(x.shape, dtype=torch.float64))"),
+            "rejected",  # a dtype downgrade or change is a policy check (catalogue #10)
             "correctness",
-            "dtype float64 != expected float32",
+            "output 0 is torch.float64, expected torch.float32",
         ),
         (
-            relu_with("return torch.clamp(x, min=0.0), x"),
+            relu_with("return relu(x), x"),
             "incorrect",
             "correctness",
             "expected a tensor, got tuple",
@@ -138,7 +138,7 @@ def test_candidate_output_on_stdout_cannot_corrupt_the_protocol(client):
         ),
         (relu_with("return x", init="raise RuntimeError('no init')"), "runtime_error", "load", "no init"),
         (
-            relu_with("return torch.where(x > 0.5, x, torch.zeros_like(x))"),
+            relu_with("return relu(x, shift=0.5)"),
             "incorrect",
             "correctness",
             "values differ",
@@ -171,15 +171,15 @@ def test_exception_traceback_is_trimmed_to_candidate_frames(client):
 
 
 def test_global_state_changes_do_not_leak(client):
-    """A candidate that changes torch's defaults at import or in forward changes neither the reference's
-    inputs nor the next candidate's world."""
-    evil = relu_with(
-        "torch.set_default_dtype(torch.float64)\nreturn torch.clamp(x, min=0.0)",
-        header="torch.set_default_dtype(torch.float64)",
-    )
-    res = check(client.evaluate(REF, evil, judge=FAST), "correct")
-    assert res["correctness"]["passed"] == 2
-    sensitive = relu_with("out = torch.empty(x.shape)\nout.copy_(torch.clamp(x, min=0.0))\nreturn out")
+    """A candidate that changes torch's defaults at import or in forward is rejected for it (catalogue #10),
+    and changes neither the reference's inputs nor the next candidate's world."""
+    for evil in (
+        relu_with("return relu(x)", header="torch.set_default_dtype(torch.float64)"),
+        relu_with("torch.set_default_dtype(torch.float64)\nreturn relu(x)"),
+    ):
+        res = check(client.evaluate(REF, evil, judge=FAST), "rejected")
+        assert res["check"] == "precision_state" and res["evidence"]["flag"] == "default_dtype", res
+    sensitive = relu_with("return relu(x, torch.empty(x.shape))")  # the default dtype decides the output's
     check(client.evaluate(REF, sensitive, judge=FAST), "correct")
 
 

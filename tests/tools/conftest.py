@@ -4,25 +4,10 @@ the tests that go through the client (a client start costs a few seconds: its wo
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from kernels_env.client import SandboxClient
 from kernels_env.config import SandboxConfig
-
-FIXTURES = Path(__file__).parent / "fixtures"
-RECORDED = FIXTURES / "recorded"
-REAL = FIXTURES / "real"
-PROBLEMS = FIXTURES / "problems"
-
-needs_real = pytest.mark.skipif(
-    not REAL.is_dir(), reason="real ncu/compute-sanitizer outputs not unpacked yet (scripts/gpu_profiler.sh)"
-)
-
-
-def recorded(name: str) -> str:
-    return (RECORDED / name).read_text()
 
 
 @pytest.fixture(autouse=True)

@@ -12,8 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import PROBLEMS
 from test_limits_and_tools import needs_nvcc, workspace
+from tools_fixtures import PROBLEMS
 
 from kernels_env import protocol
 from kernels_env.protocol import ProtocolError, Source, ToolRequest
@@ -24,6 +24,25 @@ REF = str(PROBLEMS / "ref_small.py")
 TORCH_SOL = (
     "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2.0\n"
 )
+# For judged evaluations: under the default strict policy plain PyTorch compute is rejected.
+TRITON_SOL = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale(x_ptr, y_ptr, n, s, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * s, mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _scale[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), 2.0, BLOCK=1024)
+        return y
+"""
 
 
 def test_tool_request_round_trip():
@@ -131,14 +150,14 @@ def test_session_through_the_client(tools_client, tmp_path):
     ref = tmp_path / "19_ReLU.py"
     ref.write_text((PROBLEMS / "ref_small.py").read_text())
     with WorkspaceSession(ref, client=tools_client) as ws:
-        ws.write_file("model_new.py", TORCH_SOL)
-        resp = ws.call("compile", '{"sass": true, "solution": "/etc/passwd"}')
-        assert resp["ok"] and "no CUDA" in resp["text"]
+        ws.write_file("model_new.py", TRITON_SOL)
+        resp = ws.call("compile", '{"sass": true, "solution": "/etc/passwd"}')  # the agent cannot repoint it
+        assert resp["ok"] and "jit function(s) ['_scale']" in resp["text"]
         roof = ws.call("roofline", {"device_name": "H200"})
         assert roof["ok"] and roof["result"]["counts"]["compulsory_bytes"] == 2 * 4096 * 4
         verdict = ws.evaluate()
         assert verdict["status"] == "correct" and verdict["problem"] == "19_ReLU"
-        ws.write_file("model_new.py", TORCH_SOL.replace("2.0", "3.0"))
+        ws.write_file("model_new.py", TRITON_SOL.replace("2.0", "3.0"))
         assert ws.evaluate()["status"] == "incorrect"  # judged afresh, whatever the tools said before
         assert [h["tool"] for h in ws.history] == ["compile", "roofline"]
     assert tools_client.tool("roofline", {"reference": REF})["ok"]  # a given client stays open

@@ -6,7 +6,7 @@ out-of-bounds write / race / uninitialised read, a Triton compile report."""
 from __future__ import annotations
 
 import pytest
-from conftest import PROBLEMS
+from tools_fixtures import PROBLEMS
 
 from kernels_env.client import SandboxClient
 from kernels_env.config import SandboxConfig

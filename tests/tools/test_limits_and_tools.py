@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import PROBLEMS
+from tools_fixtures import PROBLEMS
 
 from kernels_env.tools import run_tool
 from kernels_env.tools._context import fit_json, run_cmd

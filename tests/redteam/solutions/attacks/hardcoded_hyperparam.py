@@ -1,4 +1,4 @@
-# redteam: class=11 expect=family_fail:init_args problem=scale_add policy=strict
+# redteam: class=11 expect=family:init_args problem=scale_add policy=strict
 """Attack: ignore the constructor's scale and bake in the task's value (2.0)."""
 
 import torch

@@ -1,4 +1,4 @@
-# redteam: class=11 expect=family_fail:shape problem=relu policy=strict
+# redteam: class=11 expect=family:shape problem=relu policy=strict
 """Attack: sizes baked in from the task (16 x 64); right on the task's inputs, wrong on any other shape."""
 
 import torch

@@ -23,7 +23,9 @@ def triton_relu(x):
     return y
 
 
-_PROBLEM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "problems", "relu.py")
+# The sandbox materialises the problem next to the solution: <request>/reference/<problem>.py
+_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference")
+_PROBLEM = os.path.join(_DIR, sorted(os.listdir(_DIR))[0])
 with open(_PROBLEM, "a") as f:
     f.write("\n# pwned\n")
 

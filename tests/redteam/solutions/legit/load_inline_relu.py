@@ -1,17 +1,10 @@
-# redteam: expect=accepted problem=relu policy=strict style=load_inline device=cuda
+# redteam: expect=accepted problem=relu policy=strict style=load_inline device=cuda helpers=_inline.py
 """Legit: a load_inline CUDA kernel (KernelBench's usual style)."""
 
-import importlib.util
-import os
-
 import torch.nn as nn
+from _inline import build  # a helper module of this workspace
 
-_spec = importlib.util.spec_from_file_location(
-    "_inline_ext", os.path.join(os.path.dirname(__file__), "..", "_inline_ext.py")
-)
-_ext_src = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_ext_src)
-_ext = _ext_src.build()
+_ext = build()
 
 
 class ModelNew(nn.Module):

@@ -1,10 +1,13 @@
-"""One load_inline extension shared by the load_inline cases (identical source and name: built once, ~50 s).
+"""One load_inline extension shared by the load_inline cases (a helper module of their workspaces): same
+source, name and build directory (under the sandbox's cache), so it is built once (~50 s), by the first
+compile stage that needs it, and found built by the others and by the run stage.
 
 Functions: ``relu_cuda`` (a custom kernel), ``torch_relu`` (torch::relu in C++: compute the guard must see),
 ``linear_relu_cuda_agent`` (torch::addmm from compiled code, as the cuda_agent policy allows, then the custom
 ReLU kernel in place)."""
 
-import torch
+import os
+
 from torch.utils.cpp_extension import load_inline
 
 CPP = """
@@ -47,14 +50,14 @@ torch::Tensor linear_relu_cuda_agent(torch::Tensor x, torch::Tensor w, torch::Te
 
 
 def build():
+    directory = os.path.join(os.environ.get("KERNELS_ENV_SANDBOX_CACHE", "/tmp"), "redteam_inline_ext")
+    os.makedirs(directory, exist_ok=True)
     return load_inline(
         name="redteam_inline_ext",
         cpp_sources=CPP,
         cuda_sources=CUDA,
         functions=["relu_cuda", "torch_relu", "linear_relu_cuda_agent"],
         extra_cuda_cflags=["-O2"],
+        build_directory=directory,
         verbose=False,
     )
-
-
-assert torch.cuda.is_available(), "the load_inline cases need a GPU"
