@@ -183,9 +183,10 @@ class Block(nnx.Module):
         attn = checkpoint_name(attn, "attn_out")
         return self._residual_mlp(x, attn), (k, v)
 
-    def decode(self, x, positions, inv_freq, k_cache, v_cache, index, mask, fused=None):
-        """New tokens x [B,T,D] at cache slots index..index+T-1; caches [B,K,S,H]. ``fused``: the output
-        of :meth:`fused_qkv`, when the caller made it once for many steps."""
+    def decode(self, x, positions, inv_freq, k_cache, v_cache, index, attend, fused=None):
+        """New tokens x [B,T,D] at cache slots index..index+T-1; caches [B,K,S,H]. ``attend(q, k_cache,
+        v_cache)``: the cached attention (its mask bound). ``fused``: the output of :meth:`fused_qkv`, when
+        the caller made it once for many steps."""
         q, k, v = self.project_qkv(x, positions, inv_freq, fused)
         k_cache = jax.lax.dynamic_update_slice(
             k_cache, k.swapaxes(1, 2).astype(k_cache.dtype), (0, 0, index, 0)
@@ -193,7 +194,7 @@ class Block(nnx.Module):
         v_cache = jax.lax.dynamic_update_slice(
             v_cache, v.swapaxes(1, 2).astype(v_cache.dtype), (0, 0, index, 0)
         )
-        attn = cached_attention(q, k_cache, v_cache, mask)
+        attn = attend(q, k_cache, v_cache)
         return self._residual_mlp(x, attn), (k_cache, v_cache)
 
     def _residual_mlp(self, x, attn):
