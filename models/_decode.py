@@ -115,13 +115,14 @@ CACHE_MULTIPLE = 64  # the Pallas kernel's key blocks: cache lengths are padded 
 
 
 def _k_splits(batch_heads: int, cache_len: int) -> int:
-    """Splits of the cache length per (row, kv head) so the grid fills roughly one wave of SMs, each split
-    a whole number of 64-key blocks."""
+    """Splits of the cache per (row, kv head): more programs when the grid is far below a wave of SMs and
+    the cache is long (>= 512 keys per split, a whole number of 64-key blocks each). Short caches stay in
+    one split: every split costs combining kernels after the attention kernel."""
     splits = 1
     while (
         batch_heads * splits < 128
         and cache_len % (2 * splits * CACHE_MULTIPLE) == 0
-        and cache_len // (2 * splits) >= CACHE_MULTIPLE
+        and cache_len // (2 * splits) >= 512
     ):
         splits *= 2
     return splits

@@ -104,7 +104,7 @@ def test_unrolled_steps_stop_where_single_steps_stop(run):
 
 @pytest.mark.parametrize(
     ("dtype", "batch", "cache_len"),
-    [(jnp.float32, 3, 64), (jnp.bfloat16, 1, 256)],  # one split; 4 splits of 64 keys
+    [(jnp.float32, 3, 64), (jnp.bfloat16, 1, 1024)],  # one split; 2 splits of 512 keys
 )
 def test_pallas_decode_attention_matches_xla(dtype, batch, cache_len):
     n, kh, h = 8, 2, 16
@@ -122,4 +122,5 @@ def test_pallas_decode_attention_matches_xla(dtype, batch, cache_len):
     assert got.dtype == dtype and got.shape == ref.shape
     tol = 1e-5 if dtype == jnp.float32 else 2e-2
     np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(ref, np.float32), atol=tol)
-    assert _k_splits(batch * kh, cache_len) == (1 if cache_len == 64 else 4)
+    assert _k_splits(batch * kh, cache_len) == (1 if cache_len == 64 else 2)
+    assert _k_splits(64 * kh, 1024) == 1 and _k_splits(2, 256) == 1 and _k_splits(2, 64 * 68) == 4

@@ -1,5 +1,6 @@
 """GPU-only checks: cuDNN fused attention vs XLA (values and gradients, with and without padding), fp32 and
-bf16 parity with transformers on the GPU, the sampler with cuDNN prefill, and a training step that learns.
+bf16 parity with transformers on the GPU, the sampler with cuDNN prefill, every decode configuration (Pallas
+attention kernel, WHILE command buffers), and a training step that learns.
 
 Run with XLA_PYTHON_CLIENT_PREALLOCATE=false (scripts/gpu_models.sh does) so torch and JAX share the GPU."""
 
@@ -124,6 +125,59 @@ def test_sampler_with_cudnn_prefill():
     )
     for i, p in enumerate(prompts):
         np.testing.assert_allclose(out.logprobs[i], lp[i, len(p) - 1 : len(p) + 15], atol=0.05)
+
+
+@pytest.mark.parametrize(("batch", "cache_len"), [(4, 256), (1, 2048)])  # one split; 2 splits of 1024 keys
+def test_pallas_decode_attention_kernel_matches_xla(batch, cache_len):
+    from models._decode import pallas_decode_attention
+    from models._layers import cached_attention
+
+    rng = np.random.RandomState(batch)
+    q = jnp.asarray(rng.randn(batch, 1, 14, 64), jnp.bfloat16)  # Qwen2.5-0.5B's 7 query heads per kv head
+    kc, vc = (jnp.asarray(rng.randn(batch, 2, cache_len, 64), jnp.bfloat16) for _ in range(2))
+    kv_start = jnp.asarray([0, 3, 50, 7][:batch], jnp.int32)
+    index = cache_len - 70
+    slots = jnp.arange(cache_len)
+    mask = (slots[None, None] >= kv_start[:, None, None]) & (slots[None, None] <= index)
+    ref = jax.jit(cached_attention)(q, kc, vc, mask)
+    got = jax.jit(pallas_decode_attention)(
+        q, kc, vc, kv_start=kv_start, kv_len=jnp.full((batch,), index + 1, jnp.int32)
+    )
+    assert _rel(got, ref) < 2e-2
+
+
+def test_decode_configurations_on_gpu():
+    """Each decode configuration compiles here (this XLA accepts the WHILE command-buffer option, the Pallas
+    kernel lowers inside the loop) and its greedy log-probs equal a recomputing forward pass."""
+    model = models.init_model(CFG, seed=4)
+    default = models.DecodeConfig()
+    assert default.resolved_attention(CFG) == "pallas"
+    assert "WHILE" in default.compiler_options().get("xla_gpu_enable_command_buffer", ""), (
+        "this XLA rejected the WHILE command-buffer option"
+    )
+    prompts = [random_tokens(1, n, seed=n, vocab=1000)[0].tolist() for n in (5, 30, 17)]
+    sc = models.SamplingConfig(max_new_tokens=16, temperature=0.0, eos_token_ids=())
+    sampler = models.Sampler(model)
+    logprobs = nnx.jit(lambda m, t: models.token_logprobs(m, t))
+    configs = [
+        models.DecodeConfig(fused_qkv=False, attention="xla", command_buffers="default"),
+        default,
+        models.DecodeConfig(attention="xla"),
+        models.DecodeConfig(command_buffers="off"),
+        models.DecodeConfig(steps_per_iteration=2),
+    ]
+    for decode in configs:
+        sampler.set_decode_config(decode)
+        out = sampler.generate(prompts, sc)
+        assert (out.lengths == 16).all(), decode
+        seqs = np.zeros((3, 64), np.int32)
+        for i, p in enumerate(prompts):
+            seqs[i, : len(p) + 16] = p + out.tokens[i].tolist()
+        lp = np.asarray(logprobs(model, jnp.asarray(seqs)))
+        for i, p in enumerate(prompts):
+            np.testing.assert_allclose(
+                out.logprobs[i], lp[i, len(p) - 1 : len(p) + 15], atol=0.05, err_msg=str(decode)
+            )
 
 
 def test_training_step_learns_with_cudnn_and_remat():
