@@ -5,9 +5,12 @@ of small kernels each cost a few microseconds. The knobs here cut that overhead 
 computed:
 
 * ``fused_qkv``: one q/k/v matmul per layer instead of two (the weights concatenated once per call).
-* ``attention="pallas"``: one split-K flash-decoding kernel per layer (``jax.experimental.pallas.ops.gpu.
-  decode_attention``) instead of XLA's two matmuls and softmax kernels; it reads only the filled part of
-  the cache. GPU only (elsewhere it runs in Pallas' interpreter, for tests).
+* ``attention="fused"``: one Pallas (Triton) kernel per layer for RoPE, the cache append and the attention
+  (``models._fused_decode``), reading the q/k/v projection's output directly, instead of about seven XLA
+  kernels. ``attention="pallas"``: JAX's split-K flash-decoding kernel
+  (``jax.experimental.pallas.ops.gpu.decode_attention``) for the attention only (better for long caches at
+  small batch). Both read only the filled part of the cache; on a GPU they compile with Triton, elsewhere
+  they run in Pallas' interpreter (for tests).
 * ``command_buffers``: XLA records runs of kernels into CUDA graphs ("command buffers"). By default each
   loop iteration's kernels are one graph, but the ``while`` loop itself stays on the host: every step the
   host copies the loop predicate back, waits, and launches the next graph. ``"while"`` adds the WHILE and
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-ATTENTION = ("auto", "xla", "pallas")
+ATTENTION = ("auto", "xla", "pallas", "fused")
 COMMAND_BUFFERS = ("default", "while", "off")
 # XLA's default command types plus WHILE and CONDITIONAL. A repeated-enum compile option is a plain list
 # (the "+WHILE" syntax of XLA_FLAGS is not accepted there); variants for XLA builds without some names.
@@ -46,7 +49,7 @@ class DecodeConfig:
     attention accumulates in a different order)."""
 
     fused_qkv: bool = True
-    attention: str = "auto"  # auto (pallas on a GPU with bf16/fp16 compute, else xla) | xla | pallas
+    attention: str = "auto"  # auto (fused on a GPU with bf16/fp16 compute, else xla) | xla | pallas | fused
     command_buffers: str = "while"  # default (XLA's) | while (the whole loop one CUDA graph) | off
     steps_per_iteration: int = 1
 
@@ -58,20 +61,23 @@ class DecodeConfig:
             problems.append(f"command_buffers {self.command_buffers!r} not in {COMMAND_BUFFERS}")
         if not isinstance(self.steps_per_iteration, int) or self.steps_per_iteration < 1:
             problems.append(f"steps_per_iteration must be an int >= 1, got {self.steps_per_iteration!r}")
+        if self.attention == "fused" and not self.fused_qkv:
+            problems.append("attention='fused' reads the fused q/k/v projection: it needs fused_qkv=True")
         if problems:
             raise ValueError("invalid DecodeConfig: " + "; ".join(problems))
 
     def resolved_attention(self, model_config, backend: str | None = None) -> str:
-        """``xla`` or ``pallas`` for this model on this backend (``auto`` resolved)."""
+        """``xla``, ``pallas`` or ``fused`` for this model on this backend (``auto`` resolved: a Triton
+        kernel on a GPU with bf16/fp16 compute and shapes it supports, else XLA)."""
         if self.attention != "auto":
             return self.attention
         backend = backend or jax.default_backend()
-        ok = (
-            backend == "gpu"
-            and model_config.compute_dtype in ("bfloat16", "float16")
-            and pallas_supported(model_config.head_dim)
-        )
-        return "pallas" if ok else "xla"
+        if backend != "gpu" or model_config.compute_dtype not in ("bfloat16", "float16"):
+            return "xla"  # fp32 Triton dots would run in TF32
+        group = model_config.num_heads // model_config.num_kv_heads
+        if self.fused_qkv and fused_supported(model_config.head_dim, group):
+            return "fused"
+        return "pallas" if pallas_supported(model_config.head_dim) else "xla"
 
     def compiler_options(self, backend: str | None = None) -> dict[str, str]:
         """Per-executable XLA options of the decode program (empty off GPU or for ``default``)."""
@@ -109,6 +115,12 @@ def _options_accepted(options: tuple[tuple[str, str], ...]) -> bool:
 def pallas_supported(head_dim: int) -> bool:
     """Triton blocks need power-of-two extents; the kernel's q tile is [16, head_dim]."""
     return 16 <= head_dim <= 256 and head_dim & (head_dim - 1) == 0
+
+
+def fused_supported(head_dim: int, group: int) -> bool:
+    """The fused kernel loads half heads (power-of-two extents, >= 16 for its dots) and <= 16 query heads
+    per KV head."""
+    return 32 <= head_dim <= 256 and head_dim & (head_dim - 1) == 0 and group <= 16
 
 
 CACHE_MULTIPLE = 64  # the Pallas kernel's key blocks: cache lengths are padded to a multiple of this

@@ -197,6 +197,28 @@ class Block(nnx.Module):
         attn = attend(q, k_cache, v_cache)
         return self._residual_mlp(x, attn), (k_cache, v_cache)
 
+    def decode_fused(self, x, cos_sin, k_cache, v_cache, index, kv_start, fused):
+        """One new token per row (x [B,1,D]) through :func:`models._fused_decode.fused_decode_attention`:
+        the fused q/k/v projection (plus q/k norms) feeds one kernel that applies RoPE, appends to the caches
+        [B,K,S,H] at slot ``index`` and attends over ``kv_start..index``."""
+        from ._fused_decode import fused_decode_attention
+
+        cfg = self.config
+        n, kh, h = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        w, bias = fused
+        y = jnp.einsum("btd,od->bto", rms_norm(x, self.input_norm[...], cfg.rms_norm_eps), w)
+        if bias is not None:
+            y = y + bias
+        y = y.reshape(x.shape[0], n + 2 * kh, h)
+        if self.q_norm is not None:
+            q = rms_norm(y[:, :n], self.q_norm[...], cfg.rms_norm_eps)
+            k = rms_norm(y[:, n : n + kh], self.k_norm[...], cfg.rms_norm_eps)
+            y = jnp.concatenate([q, k, y[:, n + kh :]], axis=1)
+        attn, k_cache, v_cache = fused_decode_attention(
+            y, cos_sin, k_cache, v_cache, kv_start=kv_start, index=index, num_heads=n
+        )
+        return self._residual_mlp(x, attn[:, None]), (k_cache, v_cache)
+
     def _residual_mlp(self, x, attn):
         """Output projection + residual, then the SwiGLU MLP + residual."""
         cfg = self.config

@@ -229,7 +229,7 @@ class Sampler:
         self.trace_counts["decode"] += 1
         model = self._inference_model(graphdef, state)
         blocks, fused = model.model.decode_weights()  # per-layer weight views, made once outside the loop
-        fused = fused if plan.fused_qkv else None
+        fused = fused if plan.fused_qkv or plan.attention == "fused" else None
         p, m = static.prompt_len, static.max_new
 
         def running(c: _Carry):
@@ -320,7 +320,7 @@ class Sampler:
         eos = np.full((max(8, len(eos_ids)),), -1, np.int32)  # fixed length: new ids do not recompile
         eos[: len(eos_ids)] = eos_ids
         greedy = config.temperature == 0.0
-        multiple = CACHE_MULTIPLE if self._plan.attention == "pallas" else 1
+        multiple = CACHE_MULTIPLE if self._plan.attention in ("pallas", "fused") else 1
         static = _Static(
             max_new=config.max_new_tokens,
             greedy=greedy,

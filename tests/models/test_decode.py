@@ -1,5 +1,6 @@
-"""DecodeConfig: every way of compiling the decode loop (fused q/k/v or not, XLA or Pallas attention, several
-steps per loop iteration) generates what the original program generates, and its options are valid."""
+"""DecodeConfig: every way of compiling the decode loop (fused q/k/v or not, XLA or Pallas attention, the
+fused RoPE + cache + attention kernel, several steps per loop iteration) generates what the original program
+generates, and its options are valid. Pallas kernels run in Pallas' interpreter here."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import pytest
 
 import models
 from models._decode import _k_splits, pallas_decode_attention
-from models._layers import cached_attention
+from models._fused_decode import fused_decode_attention, rope_cos_sin
+from models._layers import apply_rope, cached_attention
 
-SMALL = dict(num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, compute_dtype="float32")
+# Qwen3-shaped (q/k norms) with q/k/v biases: every branch of the fused kernel's projection.
+SMALL = dict(num_layers=2, hidden_size=64, head_dim=32, intermediate_size=128, compute_dtype="float32")
 M = 12
 PROMPTS = [[5, 17, 300, 41], [7] * 20, [901, 902, 903, 904, 905, 906, 907, 1000, 3]]
 ORIGINAL = models.DecodeConfig(fused_qkv=False, attention="xla", command_buffers="default")
@@ -57,11 +60,16 @@ def test_decode_config_validation_and_options():
     with pytest.raises(ValueError, match="steps_per_iteration"):
         models.DecodeConfig(steps_per_iteration=0)
     cfg = models.tiny_config(**SMALL)
+    with pytest.raises(ValueError, match="fused_qkv"):
+        models.DecodeConfig(attention="fused", fused_qkv=False)
     default = models.DecodeConfig()
+    bf16 = cfg.replace(compute_dtype="bfloat16")
     assert default.resolved_attention(cfg, "cpu") == "xla"
-    assert default.resolved_attention(cfg.replace(compute_dtype="bfloat16"), "gpu") == "pallas"
-    assert default.resolved_attention(cfg, "gpu") == "xla"  # fp32 compute: the Triton dot would use TF32
-    assert default.resolved_attention(cfg.replace(head_dim=80, compute_dtype="bfloat16"), "gpu") == "xla"
+    assert default.resolved_attention(bf16, "gpu") == "fused"
+    assert models.DecodeConfig(fused_qkv=False).resolved_attention(bf16, "gpu") == "pallas"
+    assert default.resolved_attention(bf16.replace(head_dim=16), "gpu") == "pallas"
+    assert default.resolved_attention(cfg, "gpu") == "xla"  # fp32 compute: the Triton dots would use TF32
+    assert default.resolved_attention(bf16.replace(head_dim=80), "gpu") == "xla"
     assert default.compiler_options("cpu") == {}
     assert models.DecodeConfig(command_buffers="default").compiler_options("gpu") == {}
     assert models.DecodeConfig(command_buffers="off").compiler_options("gpu") == {
@@ -79,9 +87,10 @@ def test_decode_config_validation_and_options():
     [
         models.DecodeConfig(),  # on the CPU: fused q/k/v, XLA attention
         models.DecodeConfig(steps_per_iteration=3),
-        models.DecodeConfig(attention="pallas"),  # Pallas' interpreter off the GPU
+        models.DecodeConfig(attention="pallas"),
+        models.DecodeConfig(attention="fused", steps_per_iteration=2),
     ],
-    ids=["default", "3_steps", "pallas"],
+    ids=["default", "3_steps", "pallas", "fused_2_steps"],
 )
 def test_decode_variants_reproduce_the_original_program(run, decode):
     # Sampling (top-k, top-p's conditional inside the loop) once; the other variants change only the model.
@@ -124,3 +133,39 @@ def test_pallas_decode_attention_matches_xla(dtype, batch, cache_len):
     np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(ref, np.float32), atol=tol)
     assert _k_splits(batch * kh, cache_len) == (1 if cache_len == 64 else 2)
     assert _k_splits(64 * kh, 1024) == 1 and _k_splits(2, 256) == 1 and _k_splits(2, 64 * 68) == 4
+
+
+def _fused_reference(y, positions, inv_freq, kc, vc, kv_start, index, n):
+    """The XLA path: RoPE, cache update, masked attention over the whole cache."""
+    kh = kc.shape[1]
+    q = apply_rope(y[:, None, :n], positions[:, None], inv_freq)
+    k = apply_rope(y[:, None, n : n + kh], positions[:, None], inv_freq)
+    kc = jax.lax.dynamic_update_slice(kc, k.swapaxes(1, 2), (0, 0, index, 0))
+    vc = jax.lax.dynamic_update_slice(vc, y[:, None, n + kh :].swapaxes(1, 2), (0, 0, index, 0))
+    slots = jnp.arange(kc.shape[2])
+    mask = (slots[None, None] >= kv_start[:, None, None]) & (slots[None, None] <= index)
+    return cached_attention(q, kc, vc, mask)[:, 0], kc, vc
+
+
+@pytest.mark.parametrize(
+    ("dtype", "batch", "heads", "kv_heads", "head_dim", "cache_len"),
+    [(jnp.float32, 3, 14, 2, 64, 192), (jnp.bfloat16, 2, 8, 1, 128, 64)],
+)
+def test_fused_kernel_matches_rope_cache_update_and_attention(
+    dtype, batch, heads, kv_heads, head_dim, cache_len
+):
+    rng = np.random.RandomState(heads)
+    y = jnp.asarray(rng.randn(batch, heads + 2 * kv_heads, head_dim), dtype)
+    kc, vc = (jnp.asarray(rng.randn(batch, kv_heads, cache_len, head_dim), dtype) for _ in range(2))
+    kv_start = jnp.asarray([0, 37, 5][:batch], jnp.int32)
+    index = cache_len - 9  # slots after it are unfilled (garbage here) and must stay untouched
+    positions = index - kv_start
+    inv_freq = (1.0 / 1e4 ** (np.arange(0, head_dim, 2) / head_dim)).astype(np.float32)
+    ref = _fused_reference(y, positions, inv_freq, kc, vc, kv_start, index, heads)
+    got = jax.jit(lambda *a: fused_decode_attention(*a, kv_start=kv_start, index=index, num_heads=heads))(
+        y, rope_cos_sin(positions, inv_freq), kc, vc
+    )
+    tol = 1e-5 if dtype == jnp.float32 else 2e-2
+    for g, r in zip(got, ref):
+        assert g.dtype == dtype and g.shape == r.shape
+        np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(r, np.float32), atol=tol, rtol=0)

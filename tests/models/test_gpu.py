@@ -1,6 +1,6 @@
 """GPU-only checks: cuDNN fused attention vs XLA (values and gradients, with and without padding), fp32 and
-bf16 parity with transformers on the GPU, the sampler with cuDNN prefill, every decode configuration (Pallas
-attention kernel, WHILE command buffers), and a training step that learns.
+bf16 parity with transformers on the GPU, the sampler with cuDNN prefill, the Triton decode kernels and every
+decode configuration (WHILE command buffers), and a training step that learns.
 
 Run with XLA_PYTHON_CLIENT_PREALLOCATE=false (scripts/gpu_models.sh does) so torch and JAX share the GPU."""
 
@@ -146,12 +146,47 @@ def test_pallas_decode_attention_kernel_matches_xla(batch, cache_len):
     assert _rel(got, ref) < 2e-2
 
 
+def test_fused_decode_kernel_matches_xla():
+    """The fused RoPE + cache append + attention kernel (Triton) vs the XLA ops it replaces, in bf16."""
+    from models._fused_decode import fused_decode_attention, rope_cos_sin
+    from models._layers import apply_rope
+
+    b, n, kh, h, s = 8, 14, 2, 64, 256
+    rng = np.random.RandomState(0)
+    y = jnp.asarray(rng.randn(b, n + 2 * kh, h), jnp.bfloat16)
+    kc, vc = (jnp.asarray(rng.randn(b, kh, s, h), jnp.bfloat16) for _ in range(2))
+    kv_start = jnp.asarray(rng.randint(0, 60, b), jnp.int32)
+    index = 200
+    positions = index - kv_start
+    inv_freq = (1.0 / 1e6 ** (np.arange(0, h, 2) / h)).astype(np.float32)
+
+    @jax.jit
+    def reference(y, kc, vc):
+        from models._layers import cached_attention
+
+        q = apply_rope(y[:, None, :n], positions[:, None], inv_freq)
+        k = apply_rope(y[:, None, n : n + kh], positions[:, None], inv_freq)
+        kc = jax.lax.dynamic_update_slice(kc, k.swapaxes(1, 2), (0, 0, index, 0))
+        vc = jax.lax.dynamic_update_slice(vc, y[:, None, n + kh :].swapaxes(1, 2), (0, 0, index, 0))
+        slots = jnp.arange(s)
+        mask = (slots[None, None] >= kv_start[:, None, None]) & (slots[None, None] <= index)
+        return cached_attention(q, kc, vc, mask)[:, 0], kc, vc
+
+    ref = reference(y, kc, vc)
+    got = jax.jit(lambda *a: fused_decode_attention(*a, kv_start=kv_start, index=index, num_heads=n))(
+        y, rope_cos_sin(positions, inv_freq), kc, vc
+    )
+    assert _rel(got[0], ref[0]) < 2e-2
+    np.testing.assert_array_equal(np.asarray(got[2], np.float32), np.asarray(ref[2], np.float32))
+    assert _rel(got[1], ref[1]) < 1e-2  # the rotated key: fp32 RoPE, rounding order may differ
+
+
 def test_decode_configurations_on_gpu():
     """Each decode configuration compiles here (this XLA accepts the WHILE command-buffer option, the Pallas
     kernel lowers inside the loop) and its greedy log-probs equal a recomputing forward pass."""
     model = models.init_model(CFG, seed=4)
     default = models.DecodeConfig()
-    assert default.resolved_attention(CFG) == "pallas"
+    assert default.resolved_attention(CFG) == "fused"
     assert "WHILE" in default.compiler_options().get("xla_gpu_enable_command_buffer", ""), (
         "this XLA rejected the WHILE command-buffer option"
     )
@@ -163,6 +198,7 @@ def test_decode_configurations_on_gpu():
         models.DecodeConfig(fused_qkv=False, attention="xla", command_buffers="default"),
         default,
         models.DecodeConfig(attention="xla"),
+        models.DecodeConfig(attention="pallas"),
         models.DecodeConfig(command_buffers="off"),
         models.DecodeConfig(steps_per_iteration=2),
     ]
