@@ -175,7 +175,7 @@ def hlo_loop_stats(hlo_text: str, steps_per_iteration: int = 1) -> dict:
 
 
 _KIND_PATTERNS = (  # kernel name -> kind, first match wins (XLA fusion names, cuBLAS/cuDNN, Pallas)
-    ("attention_pallas", r"mha_forward|decode_attn|attn_forward"),
+    ("attention_pallas", r"mha_forward|decode_att|attn_forward"),
     ("gemm", r"gemm|cublas|xmma|cutlass|nvjet|sm\d+_.*gemm|dot"),
     ("cudnn", r"cudnn|fmha|flash"),
     ("dynamic_update_slice", r"dynamic_update_slice|dynamic-update-slice"),

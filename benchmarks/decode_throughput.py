@@ -509,6 +509,7 @@ def summarize(results: dict, args) -> dict:
                 "floor_weights_ms": j.get("floor_weights_ms"),
                 "floor_weights_kv_ms": j.get("floor_weights_kv_ms"),
                 "kernels_per_step": hlo.get("kernels"),
+                "copies_per_step": hlo.get("copy"),
                 "status": j.get("error") or j.get("skipped") or ("ok" if j else "not run"),
             }
             out["configs"].setdefault(name, {})[str(b)] = entry
@@ -525,6 +526,7 @@ def summarize(results: dict, args) -> dict:
                     entry["prefill_ms"],
                     entry["floor_weights_kv_ms"],
                     entry["kernels_per_step"],
+                    entry["copies_per_step"],
                     entry["status"][:40],
                 ]
             )

@@ -113,8 +113,8 @@ def fused_decode_attention(y, cos_sin, k_cache, v_cache, *, kv_start, index, num
 
     y [B, N + 2K, H]: the new token's q, k, v heads (projection output with bias and any q/k norm applied,
     RoPE not yet applied); cos_sin [B, 2, H/2] fp32 at the token's position; caches [B, K, S, H], S a
-    multiple of 64, written at slot ``index`` (a scalar) in place; row b attends to slots
-    ``kv_start[b] <= s <= index``. Returns (attention output [B, N, H], k_cache, v_cache)."""
+    multiple of 64, written at slot ``index`` (a scalar, clamped to the cache) in place; row b attends to
+    slots ``kv_start[b] <= s <= index``. Returns (attention output [B, N, H], k_cache, v_cache)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
 
@@ -136,7 +136,8 @@ def fused_decode_attention(y, cos_sin, k_cache, v_cache, *, kv_start, index, num
         head_dim=head_dim,
         block_k=BLOCK_K,
     )
-    index = jnp.broadcast_to(jnp.asarray(index, jnp.int32), (b,))
+    # Clamped like dynamic_update_slice: an index past the cache can never write outside it.
+    index = jnp.broadcast_to(jnp.clip(jnp.asarray(index, jnp.int32), 0, s - 1), (b,))
     cache_spec = pl.BlockSpec((None, None, s, head_dim), lambda i, j: (i, j, 0, 0))
     return pl.pallas_call(
         kernel,
