@@ -108,6 +108,8 @@ def _kernel(
     vc_out[slot, :] = v
 
 
+# Jitted so that the layers' identical calls are lowered (and their Triton kernel compiled) once per program.
+@functools.partial(jax.jit, static_argnames=("num_heads", "interpret"))
 def fused_decode_attention(y, cos_sin, k_cache, v_cache, *, kv_start, index, num_heads, interpret=None):
     """RoPE + cache append + attention for one new token per row, one kernel.
 

@@ -4,9 +4,9 @@
 #   OUT=/path/to/outdir bash scripts/gpu_models.sh                            # full: gpu tests, train, decode
 #   MODELS_MODE=decode_sweep OUT=/path/to/outdir bash scripts/gpu_models.sh   # only the decode sweep
 #
-# full (<= 5 min; limits 70 + 60 + 160 + 10 s): the gpu-marked tests, the training-step benchmark, and the
+# full (<= 5 min; limits 75 + 45 + 170 + 10 s): the gpu-marked tests, the training-step benchmark, and the
 #   decode benchmark of the default DecodeConfig at batch 64/16/1 against transformers.
-# decode_sweep (<= 3.5 min; limit 190 s): the decode benchmark at batch 64 and 1 for every configuration of
+# decode_sweep (<= 3.5 min; limit 195 s): the decode benchmark at batch 64 and 1 for every configuration of
 #   benchmarks/decode_throughput.py CONFIGS (default and one-knob ablations), kernels per step, a kernel-time
 #   profile of the default at batch 64, and transformers once per batch.
 # Every step has its own timeout, so one hang cannot eat the others. Writes exactly two files: $OUT/models.log
@@ -51,13 +51,13 @@ if [ "$MODE" = full ]; then
 flax.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)" || true
   # Torch and JAX share the GPU inside the test process: no JAX preallocation there; no gemm autotuning
   # either (correctness tests: compile time matters, kernel choice does not).
-  step gpu-tests 70 env XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_FLAGS="--xla_gpu_autotune_level=0" \
+  step gpu-tests 75 env XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_FLAGS="--xla_gpu_autotune_level=0" \
     "$PY" -m pytest -q -m gpu tests/models -p no:cacheprovider
-  step train 60 "$PY" benchmarks/train_step.py "${TINY[@]}" --json "$PARTS/train.json" --budget-s 45
-  step decode 160 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --json "$PARTS/decode.json" --budget-s 150
+  step train 45 "$PY" benchmarks/train_step.py "${TINY[@]}" --json "$PARTS/train.json" --budget-s 35
+  step decode 170 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --json "$PARTS/decode.json" --budget-s 160
 else
-  step decode-sweep 190 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --sweep --json "$PARTS/decode.json" \
-    --budget-s 180
+  step decode-sweep 195 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --sweep --json "$PARTS/decode.json" \
+    --budget-s 185
 fi
 
 step report 10 "$PY" - "$PARTS" "$OUT/models_results.json" "$MODE" <<'EOF'
