@@ -6,7 +6,7 @@
 #
 # full (<= 5 min; limits 75 + 45 + 170 + 10 s): the gpu-marked tests, the training-step benchmark, and the
 #   decode benchmark of the default DecodeConfig at batch 64/16/1 against transformers.
-# decode_sweep (<= 3.5 min; limit 195 s): the decode benchmark at batch 64 and 1 for every configuration of
+# decode_sweep (<= 3.5 min; limit 200 s): the decode benchmark at batch 64 and 1 for every configuration of
 #   benchmarks/decode_throughput.py CONFIGS (default and one-knob ablations), kernels per step, a kernel-time
 #   profile of the default at batch 64, and transformers once per batch.
 # Every step has its own timeout, so one hang cannot eat the others. Writes exactly two files: $OUT/models.log
@@ -56,8 +56,8 @@ flax.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda, 'trans
   step train 45 "$PY" benchmarks/train_step.py "${TINY[@]}" --json "$PARTS/train.json" --budget-s 35
   step decode 170 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --json "$PARTS/decode.json" --budget-s 160
 else
-  step decode-sweep 195 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --sweep --json "$PARTS/decode.json" \
-    --budget-s 185
+  step decode-sweep 200 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --sweep --json "$PARTS/decode.json" \
+    --budget-s 192
 fi
 
 step report 10 "$PY" - "$PARTS" "$OUT/models_results.json" "$MODE" <<'EOF'
