@@ -132,7 +132,22 @@ def _measure(sampler, prompts, sc, args) -> dict:
         "prefill_s": min(prefills),
         "decode_step_ms": min(decodes) / (args.new_tokens - 1) * 1e3,
         "first_tokens_row0": out.tokens[0, :8].tolist(),
+        "_out": out,
     }
+
+
+def _logprob_check(recompute, model, prompts, out) -> dict:
+    """Numerics of a configuration on the real model: the sampler's log-probs of its greedy tokens vs a
+    full forward pass over prompt + generated tokens (bf16; the baseline configuration's discrepancy is
+    the scale to compare with)."""
+    import numpy as np
+
+    prompts = np.asarray(prompts, np.int32)
+    seqs = np.concatenate([prompts, out.tokens.astype(np.int32)], axis=1)
+    p, n = prompts.shape[1], out.tokens.shape[1]
+    lp = np.asarray(recompute(model, seqs))[:, p - 1 : p - 1 + n]
+    diff = np.abs(lp - out.logprobs)
+    return {"max_abs": float(diff.max()), "mean_abs": float(diff.mean())}
 
 
 def _profile(sampler, prompts, sc, args) -> dict:
@@ -198,6 +213,7 @@ def phase_jax(args) -> dict:
             "prefill_attention": attn or args.attention,
         }
     samplers: dict = {}
+    recompute = None  # one forward program (per batch shape) checks every configuration's log-probs
     for b in args.batches:
         prompts = _prompts(b, args.prompt_len, cfg.vocab_size).tolist()
         for name in names:
@@ -218,6 +234,11 @@ def phase_jax(args) -> dict:
                 sampler = samplers[key]
                 sampler.set_decode_config(models.DecodeConfig(**overrides))
                 entry.update(_measure(sampler, prompts, sc, args))
+                out = entry.pop("_out")
+                if args.check:
+                    if recompute is None:
+                        recompute = nnx.jit(lambda m, t: models.token_logprobs(m, t))
+                    entry["logprob_check"] = _logprob_check(recompute, model, prompts, out)
                 step_s = entry["decode_step_ms"] / 1e3
                 ctx_avg = args.prompt_len + args.new_tokens / 2
                 entry.update(
@@ -362,7 +383,8 @@ def _run_phase(name: str, args, timeout: float, extra: list[str], part: Path, re
         "--phase-budget",
         f"{timeout - 10:.0f}",
     ]
-    cmd += (["--tiny"] if args.tiny else []) + (["--profile"] if args.profile else []) + extra
+    cmd += (["--tiny"] if args.tiny else []) + (["--profile"] if args.profile else [])
+    cmd += (["--check"] if args.check else []) + extra
     print(f"=== phase {name} (timeout {timeout:.0f}s): {' '.join(cmd[2:])}", flush=True)
     t = time.perf_counter()
     status = "ok"
@@ -400,6 +422,11 @@ def main() -> None:
         help="our prefill attention (default: cudnn on a GPU, else xla)",
     )
     ap.add_argument("--profile", action="store_true", help="kernel-time profile (default with --sweep)")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="log-probs vs a forward pass per configuration (default with --sweep)",
+    )
     ap.add_argument("--budget-s", type=float, default=270.0, help="wall budget of all phases")
     ap.add_argument("--torch-budget-s", type=float, default=None, help="of which transformers at most")
     ap.add_argument("--phase", choices=["build", "jax", "torch"], default=None, help=argparse.SUPPRESS)
@@ -417,6 +444,7 @@ def main() -> None:
     args.prompt_len = args.prompt_len or (16 if args.tiny else 128)
     args.new_tokens = args.new_tokens or (8 if args.tiny else 128)
     args.profile = args.profile or (args.sweep and not args.phase)
+    args.check = args.check or (args.sweep and not args.phase)
     if args.attention is None:
         args.attention = "xla" if args.tiny else "cudnn"
 
@@ -510,6 +538,7 @@ def summarize(results: dict, args) -> dict:
                 "floor_weights_kv_ms": j.get("floor_weights_kv_ms"),
                 "kernels_per_step": hlo.get("kernels"),
                 "copies_per_step": hlo.get("copy"),
+                "logprob_max_abs_diff": (j.get("logprob_check") or {}).get("max_abs"),
                 "status": j.get("error") or j.get("skipped") or ("ok" if j else "not run"),
             }
             out["configs"].setdefault(name, {})[str(b)] = entry
@@ -527,6 +556,7 @@ def summarize(results: dict, args) -> dict:
                     entry["floor_weights_kv_ms"],
                     entry["kernels_per_step"],
                     entry["copies_per_step"],
+                    entry["logprob_max_abs_diff"],
                     entry["status"][:40],
                 ]
             )
@@ -551,6 +581,8 @@ def summarize(results: dict, args) -> dict:
         "prefill ms",
         "floor ms",
         "kern/step",
+        "copy/step",
+        "|dlogp|",
     ]
     hf_modes = {str(b): _hf_entry(results, b)[1] for b in args.batches}
     text = (

@@ -98,7 +98,8 @@ for name, per in (d.get("configs") or {}).items():
         print(f"  decode {name} batch {b}: ours {fmt(e.get('ours_tokens_per_s'), '.0f')} tok/s, "
               f"HF {fmt(e.get('hf_tokens_per_s'), '.0f')} tok/s ({e.get('hf_mode')}), ratio {fmt(e.get('ratio'), '.2f')}x; "
               f"step {fmt(e.get('decode_step_ms'), '.3f')} ms vs floor {fmt(e.get('floor_weights_kv_ms'), '.3f')} ms; "
-              f"{fmt(e.get('kernels_per_step'), '.0f')} kernels/step; {e.get('status')}")
+              f"{fmt(e.get('kernels_per_step'), '.0f')} kernels/step; |dlogp| {fmt(e.get('logprob_max_abs_diff'), '.3g')}; "
+              f"{e.get('status')}")
 print(f"  best configuration per batch: {d.get('best_config')}")
 print(f"  decode target >= 3x at batch 64 (default configuration): {d.get('target_3x_at_64')}")
 EOF
