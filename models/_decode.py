@@ -66,13 +66,14 @@ class DecodeConfig:
         if problems:
             raise ValueError("invalid DecodeConfig: " + "; ".join(problems))
 
-    def resolved_attention(self, model_config, backend: str | None = None) -> str:
+    def resolved_attention(self, model_config, backend: str | None = None, sharded: bool = False) -> str:
         """``xla``, ``pallas`` or ``fused`` for this model on this backend (``auto`` resolved: a Triton
-        kernel on a GPU with bf16/fp16 compute and shapes it supports, else XLA)."""
+        kernel on a GPU with bf16/fp16 compute and shapes it supports, else XLA). ``sharded``: the
+        parameters span several devices; XLA cannot partition a Triton call, so ``auto`` keeps XLA."""
         if self.attention != "auto":
             return self.attention
         backend = backend or jax.default_backend()
-        if backend != "gpu" or model_config.compute_dtype not in ("bfloat16", "float16"):
+        if backend != "gpu" or model_config.compute_dtype not in ("bfloat16", "float16") or sharded:
             return "xla"  # fp32 Triton dots would run in TF32
         group = model_config.num_heads // model_config.num_kv_heads
         if self.fused_qkv and fused_supported(model_config.head_dim, group):

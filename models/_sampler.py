@@ -162,14 +162,20 @@ class Sampler:
     def set_model(self, model) -> None:
         self.config = model.config
         self.graphdef, self.state = nnx.split(model)
+        if hasattr(self, "decode_config"):  # re-resolve (e.g. sharded weights keep XLA attention)
+            self.set_decode_config(self.decode_config)
 
     def set_decode_config(self, decode: DecodeConfig) -> None:
         """Use ``decode`` from the next call on (programs of earlier settings stay cached)."""
         if not isinstance(decode, DecodeConfig):
             raise TypeError(f"decode must be a DecodeConfig, got {type(decode).__name__}")
         self.decode_config = decode
+        sharded = any(
+            len(getattr(getattr(x, "sharding", None), "device_set", ())) > 1
+            for x in jax.tree.leaves(self.state)
+        )
         self._plan = _Plan(
-            attention=decode.resolved_attention(self.config),
+            attention=decode.resolved_attention(self.config, sharded=sharded),
             fused_qkv=decode.fused_qkv,
             steps=decode.steps_per_iteration,
         )

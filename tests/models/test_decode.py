@@ -66,6 +66,7 @@ def test_decode_config_validation_and_options():
     bf16 = cfg.replace(compute_dtype="bfloat16")
     assert default.resolved_attention(cfg, "cpu") == "xla"
     assert default.resolved_attention(bf16, "gpu") == "fused"
+    assert default.resolved_attention(bf16, "gpu", sharded=True) == "xla"  # XLA cannot partition Triton calls
     assert models.DecodeConfig(fused_qkv=False).resolved_attention(bf16, "gpu") == "pallas"
     assert default.resolved_attention(bf16.replace(head_dim=16), "gpu") == "pallas"
     assert default.resolved_attention(cfg, "gpu") == "xla"  # fp32 compute: the Triton dots would use TF32
