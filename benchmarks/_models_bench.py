@@ -7,6 +7,7 @@ import datetime
 import importlib.metadata
 import json
 import platform
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -128,47 +129,131 @@ def table(rows: list[list], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-def hlo_loop_stats(dump_dir, module: str = "_decode_impl") -> list[dict]:
-    """Kernel counts of a dumped, optimised XLA module's while-loop body (best effort, for diagnosis):
-    fusions, custom calls (cuBLAS / cuDNN), copies, and calls into command buffers (CUDA graphs)."""
-    import re
+def hlo_loop_stats(hlo_text: str, steps_per_iteration: int = 1) -> dict:
+    """Kernel launches per decode step in an optimised XLA program's while-loop body (for diagnosis):
+    fusions (each one kernel; Triton GEMMs included), custom calls (cuBLAS / cuDNN / Pallas kernels) and
+    copies, divided by the decode steps one iteration runs. Whether XLA then records them into CUDA graphs
+    is decided after this HLO (a pass over the runtime thunks), so it cannot be read here."""
+    comps, name, lines = {}, None, []
+    for line in hlo_text.splitlines():
+        head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$", line)
+        if head and not line.startswith(" "):
+            name, lines = head.group(1), []
+        elif line.startswith("}") and name:
+            comps[name] = lines
+            name = None
+        elif name:
+            lines.append(line)
+    bodies = [
+        m.group(1) for ls in comps.values() for ln in ls for m in [re.search(r"body=%?([\w.\-]+)", ln)] if m
+    ]
 
-    stats = []
-    for path in sorted(Path(dump_dir).glob(f"*{module}*after_optimizations.txt")):
-        text = path.read_text()
-        comps, name, lines = {}, None, []
-        for line in text.splitlines():
-            head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$", line)
-            if head and not line.startswith(" "):
-                name, lines = head.group(1), []
-            elif line.startswith("}") and name:
-                comps[name] = lines
-                name = None
-            elif name:
-                lines.append(line)
-        bodies = [
-            m.group(1)
-            for ls in comps.values()
-            for ln in ls
-            for m in [re.search(r"body=%?([\w.\-]+)", ln)]
-            if m
-        ]
-
-        def count(comp, seen, comps=comps):
-            out = {"fusion": 0, "custom_call": 0, "copy": 0, "command_buffer": 0}
-            if comp in seen or comp not in comps:
-                return out
-            seen.add(comp)
-            for ln in comps[comp]:
-                out["fusion"] += " fusion(" in ln
-                out["custom_call"] += " custom-call(" in ln
-                out["copy"] += " copy(" in ln or " copy-start(" in ln
-                out["command_buffer"] += "command_buffer" in ln
-                for callee in re.findall(r"(?:to_apply|calls)=%?([\w.\-]+)", ln):
-                    if "fused" not in callee:
-                        sub = count(callee, seen, comps)
-                        out = {k: out[k] + sub[k] for k in out}
+    def count(comp, seen):
+        out = {"fusion": 0, "custom_call": 0, "copy": 0}
+        if comp in seen or comp not in comps:
             return out
+        seen.add(comp)
+        for ln in comps[comp]:
+            out["fusion"] += " fusion(" in ln
+            out["custom_call"] += " custom-call(" in ln
+            out["copy"] += " copy(" in ln or " copy-start(" in ln
+            for callee in re.findall(
+                r"(?:to_apply|calls|body|condition|branch_computations)=\{?%?([\w.\-]+)", ln
+            ):
+                if "fused" not in callee:
+                    sub = count(callee, seen)
+                    out = {k: out[k] + sub[k] for k in out}
+        return out
 
-        stats.append({"file": path.name, "while_bodies": [dict(body=b, **count(b, set())) for b in bodies]})
-    return stats
+    loops = [dict(body=b, **count(b, set())) for b in bodies]
+    main = max(loops, key=lambda d: d["fusion"] + d["custom_call"], default=None)
+    per_step = None
+    if main is not None:
+        per_step = {k: main[k] / steps_per_iteration for k in ("fusion", "custom_call", "copy")}
+        per_step["kernels"] = per_step["fusion"] + per_step["custom_call"]
+    return {"loops": loops, "per_step": per_step}
+
+
+_KIND_PATTERNS = (  # kernel name -> kind, first match wins (XLA fusion names, cuBLAS/cuDNN, Pallas)
+    ("attention_pallas", r"mha_forward|decode_att|attn_forward"),
+    ("gemm", r"gemm|cublas|xmma|cutlass|nvjet|sm\d+_.*gemm|dot"),
+    ("cudnn", r"cudnn|fmha|flash"),
+    ("dynamic_update_slice", r"dynamic_update_slice|dynamic-update-slice"),
+    ("reduction", r"reduce|argmax|softmax|norm"),
+    ("copy/transpose", r"copy|transpose|memcpy|memset"),
+    ("elementwise", r"loop_|fusion|concatenate|convert|select|add|multiply"),
+)
+
+
+def _kernel_kind(name: str) -> str:
+    low = name.lower()
+    for kind, pattern in _KIND_PATTERNS:
+        if re.search(pattern, low):
+            return kind
+    return "other"
+
+
+def trace_kernel_summary(trace_dir, steps: int, module_substr: str = "_decode_impl", top: int = 25) -> dict:
+    """Per-step GPU kernel time of one profiled call from a ``jax.profiler.trace`` directory: kernel
+    launches and busy time per decode step, the kernels grouped by name (instance suffixes stripped) and
+    by kind. Only events of modules whose name contains ``module_substr`` count when the trace says which
+    module a kernel belongs to. XLA runs kernels outside CUDA graphs while a profiler is attached, so
+    this is kernel time, not the graph-launched step time."""
+    import gzip
+
+    paths = sorted(Path(trace_dir).glob("plugins/profile/*/*.trace.json.gz"))
+    if not paths:
+        raise FileNotFoundError(f"no *.trace.json.gz under {trace_dir}")
+    with gzip.open(paths[-1], "rt") as fh:
+        events = json.load(fh).get("traceEvents", [])
+    procs = {
+        e.get("pid"): str(e.get("args", {}).get("name", ""))
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    device_pids = {pid for pid, name in procs.items() if "GPU" in name or "/device:" in name}
+    if device_pids:
+        kernels = [e for e in events if e.get("ph") == "X" and e.get("pid") in device_pids and e.get("dur")]
+    else:  # the CPU backend: its thunks are host events that name their HLO op (the --tiny smoke test)
+        kernels = [
+            e
+            for e in events
+            if e.get("ph") == "X"
+            and "hlo_op" in e.get("args", {})
+            and not re.match(r"(while|call|conditional)\b", str(e.get("name")))  # they contain the others
+        ]
+    if any("hlo_module" in e.get("args", {}) for e in kernels):
+        kernels = [e for e in kernels if module_substr in str(e.get("args", {}).get("hlo_module", ""))]
+    groups: dict[str, list] = {}
+    kinds: dict[str, list] = {}
+    for e in kernels:
+        base = re.sub(r"([._]\d+)+$", "", str(e.get("name", "?")))
+        groups.setdefault(base, [0, 0.0])
+        groups[base][0] += 1
+        groups[base][1] += e["dur"]
+        kind = _kernel_kind(base)
+        kinds.setdefault(kind, [0, 0.0])
+        kinds[kind][0] += 1
+        kinds[kind][1] += e["dur"]
+    total_us = sum(g[1] for g in groups.values())
+    span_us = (max(e["ts"] + e["dur"] for e in kernels) - min(e["ts"] for e in kernels)) if kernels else 0.0
+
+    def row(name, g):
+        return {
+            "name": name,
+            "per_step": g[0] / steps,
+            "us_per_step": g[1] / steps,
+            "share": g[1] / total_us if total_us else None,
+        }
+
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1][1])
+    return {
+        "file": paths[-1].name,
+        "steps": steps,
+        "device_processes": sorted(procs[p] for p in device_pids),
+        "kernels_per_step": len(kernels) / steps,
+        "kernel_ms_per_step": total_us / steps / 1e3,
+        "span_ms_per_step": span_us / steps / 1e3,
+        "by_kind": {k: row(k, g) for k, g in sorted(kinds.items(), key=lambda kv: -kv[1][1])},
+        "top": [row(n, g) for n, g in ranked[:top]],
+    }

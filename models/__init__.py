@@ -26,6 +26,7 @@ from ._config import (
     tiny_config,
 )
 from ._critic import Critic, load_critic
+from ._decode import DecodeConfig
 from ._hf import CheckpointError, expected_tensors, load_hf, save_hf
 from ._logprobs import logprobs_from_hidden, token_logprobs
 from ._model import CausalLM, Decoder, KVCache, abstract_model, cast_params, init_model
@@ -47,6 +48,7 @@ __all__ = [
     "CausalLM",
     "CheckpointError",
     "Critic",
+    "DecodeConfig",
     "Decoder",
     "KVCache",
     "ModelConfig",

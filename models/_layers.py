@@ -183,9 +183,10 @@ class Block(nnx.Module):
         attn = checkpoint_name(attn, "attn_out")
         return self._residual_mlp(x, attn), (k, v)
 
-    def decode(self, x, positions, inv_freq, k_cache, v_cache, index, mask, fused=None):
-        """New tokens x [B,T,D] at cache slots index..index+T-1; caches [B,K,S,H]. ``fused``: the output
-        of :meth:`fused_qkv`, when the caller made it once for many steps."""
+    def decode(self, x, positions, inv_freq, k_cache, v_cache, index, attend, fused=None):
+        """New tokens x [B,T,D] at cache slots index..index+T-1; caches [B,K,S,H]. ``attend(q, k_cache,
+        v_cache)``: the cached attention (its mask bound). ``fused``: the output of :meth:`fused_qkv`, when
+        the caller made it once for many steps."""
         q, k, v = self.project_qkv(x, positions, inv_freq, fused)
         k_cache = jax.lax.dynamic_update_slice(
             k_cache, k.swapaxes(1, 2).astype(k_cache.dtype), (0, 0, index, 0)
@@ -193,8 +194,30 @@ class Block(nnx.Module):
         v_cache = jax.lax.dynamic_update_slice(
             v_cache, v.swapaxes(1, 2).astype(v_cache.dtype), (0, 0, index, 0)
         )
-        attn = cached_attention(q, k_cache, v_cache, mask)
+        attn = attend(q, k_cache, v_cache)
         return self._residual_mlp(x, attn), (k_cache, v_cache)
+
+    def decode_fused(self, x, cos_sin, k_cache, v_cache, index, kv_start, fused):
+        """One new token per row (x [B,1,D]) through :func:`models._fused_decode.fused_decode_attention`:
+        the fused q/k/v projection (plus q/k norms) feeds one kernel that applies RoPE, appends to the caches
+        [B,K,S,H] at slot ``index`` and attends over ``kv_start..index``."""
+        from ._fused_decode import fused_decode_attention
+
+        cfg = self.config
+        n, kh, h = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        w, bias = fused
+        y = jnp.einsum("btd,od->bto", rms_norm(x, self.input_norm[...], cfg.rms_norm_eps), w)
+        if bias is not None:
+            y = y + bias
+        y = y.reshape(x.shape[0], n + 2 * kh, h)
+        if self.q_norm is not None:
+            q = rms_norm(y[:, :n], self.q_norm[...], cfg.rms_norm_eps)
+            k = rms_norm(y[:, n : n + kh], self.k_norm[...], cfg.rms_norm_eps)
+            y = jnp.concatenate([q, k, y[:, n + kh :]], axis=1)
+        attn, k_cache, v_cache = fused_decode_attention(
+            y, cos_sin, k_cache, v_cache, kv_start=kv_start, index=index, num_heads=n
+        )
+        return self._residual_mlp(x, attn[:, None]), (k_cache, v_cache)
 
     def _residual_mlp(self, x, attn):
         """Output projection + residual, then the SwiGLU MLP + residual."""

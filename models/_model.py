@@ -17,7 +17,9 @@ import numpy as np
 from flax import nnx
 
 from ._config import ModelConfig
-from ._layers import Block, rms_norm, rope_inv_freq, unembed
+from ._decode import pallas_decode_attention
+from ._fused_decode import rope_cos_sin
+from ._layers import Block, cached_attention, rms_norm, rope_inv_freq, unembed
 
 F32 = jnp.float32
 
@@ -118,31 +120,68 @@ class Decoder(nnx.Module):
         ]
 
     def decode(
-        self, tokens, cache: KVCache, index, positions=None, kv_start=None, *, blocks=None, fused=None
+        self,
+        tokens,
+        cache: KVCache,
+        index,
+        positions=None,
+        kv_start=None,
+        *,
+        blocks=None,
+        fused=None,
+        attention: str = "xla",
     ):
         """Run new tokens [B, T] at cache slots ``index``..``index+T-1`` against the cache.
 
         ``kv_start`` [B]: first valid cache slot per row (left padding), default 0. ``positions`` default to
         ``index - kv_start + arange(T)``. ``blocks`` / ``fused``: per-layer views and fused q/k/v weights
-        made once by a caller that decodes many steps (see :meth:`decode_weights`). Returns hidden states
-        [B, T, D] and the updated cache."""
+        made once by a caller that decodes many steps (see :meth:`decode_weights`). ``attention``: ``xla``
+        (masked attention over the whole cache), ``pallas`` (T == 1; a flash-decoding kernel over the
+        filled slots) or ``fused`` (T == 1; RoPE, cache append and attention in one kernel per layer); the
+        last two need a cache length that is a multiple of 64 (see ``models._decode``). Returns hidden
+        states [B, T, D] and the updated cache."""
         cfg = self.config
         b, t = tokens.shape
         kv_start = jnp.zeros((b,), jnp.int32) if kv_start is None else kv_start
         offsets = jnp.arange(t, dtype=jnp.int32)
         if positions is None:
             positions = (index - kv_start)[:, None] + offsets[None]
-        slots = jnp.arange(cache.length, dtype=jnp.int32)
-        mask = (slots[None, None] >= kv_start[:, None, None]) & (
-            slots[None, None] <= index + offsets[None, :, None]
-        )
+        if attention == "fused":
+            return self._decode_fused(tokens, cache, index, positions, kv_start, blocks, fused)
+        if attention == "pallas":
+            kv_len = jnp.broadcast_to(jnp.asarray(index + t, jnp.int32), (b,))
+            attend = functools.partial(pallas_decode_attention, kv_start=kv_start, kv_len=kv_len)
+        elif attention == "xla":
+            slots = jnp.arange(cache.length, dtype=jnp.int32)
+            mask = (slots[None, None] >= kv_start[:, None, None]) & (
+                slots[None, None] <= index + offsets[None, :, None]
+            )
+            attend = functools.partial(cached_attention, mask=mask)
+        else:
+            raise ValueError(f"decode attention must be 'xla', 'pallas' or 'fused', got {attention!r}")
         inv_freq = rope_inv_freq(cfg)
         blocks = self.layer_list() if blocks is None else blocks
         fused = [None] * len(blocks) if fused is None else fused
         x = self.embed_tokens(tokens)
         ks, vs = [], []
         for blk, fq, kc, vc in zip(blocks, fused, cache.k, cache.v):
-            x, (kc, vc) = blk.decode(x, positions, inv_freq, kc, vc, index, mask, fq)
+            x, (kc, vc) = blk.decode(x, positions, inv_freq, kc, vc, index, attend, fq)
+            ks.append(kc)
+            vs.append(vc)
+        return rms_norm(x, self.final_norm[...], cfg.rms_norm_eps), KVCache(tuple(ks), tuple(vs))
+
+    def _decode_fused(self, tokens, cache: KVCache, index, positions, kv_start, blocks, fused):
+        cfg = self.config
+        b, t = tokens.shape
+        if t != 1:
+            raise ValueError(f"fused decode attention takes one new token per row, got {t}")
+        blocks = self.layer_list() if blocks is None else blocks
+        fused = [blk.fused_qkv() for blk in blocks] if fused is None else fused
+        cos_sin = rope_cos_sin(positions[:, 0], rope_inv_freq(cfg))  # once per step, shared by the layers
+        x = self.embed_tokens(tokens)
+        ks, vs = [], []
+        for blk, fq, kc, vc in zip(blocks, fused, cache.k, cache.v):
+            x, (kc, vc) = blk.decode_fused(x, cos_sin, kc, vc, index, kv_start, fq)
             ks.append(kc)
             vs.append(vc)
         return rms_norm(x, self.final_norm[...], cfg.rms_norm_eps), KVCache(tuple(ks), tuple(vs))

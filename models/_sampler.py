@@ -10,6 +10,7 @@ between segments (at most ``interval - 1`` wasted steps per stop; without stop s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -19,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from ._decode import CACHE_MULTIPLE, DecodeConfig
 from ._model import KVCache, cache_from_prefill, cast_params
 from ._sampling import sample_tokens
 
@@ -108,6 +110,15 @@ class _Static:
     use_top_p: bool
     candidates: int
     pad_id: int
+    prompt_len: int  # the prompt bucket P: generated token j sits at cache slot P + j
+    cache_len: int  # >= P + max_new (padded to a multiple of 64 for pallas attention)
+
+
+@dataclass(frozen=True)
+class _Plan:  # the decode program's structure (DecodeConfig resolved for the model and backend)
+    attention: str
+    fused_qkv: bool
+    steps: int
 
 
 def bucket(n: int, buckets) -> int:
@@ -125,6 +136,8 @@ class Sampler:
         sampler = Sampler(model, tokenizer=tok)
         out = sampler.generate(prompt_ids, SamplingConfig(max_new_tokens=128, temperature=0.7), seed=0)
 
+    ``decode`` (:class:`DecodeConfig`) chooses how the decode loop is compiled (default: the fastest
+    measured on a GPU); ``set_decode_config`` switches it (one more compilation per new setting).
     ``set_model`` swaps in new weights of the same shapes (e.g. after an RL update) without recompiling.
     ``trace_counts`` counts traces of the two jitted functions (a retrace means a recompile)."""
 
@@ -135,6 +148,7 @@ class Sampler:
         tokenizer=None,
         prompt_buckets=DEFAULT_PROMPT_BUCKETS,
         batch_buckets=DEFAULT_BATCH_BUCKETS,
+        decode: DecodeConfig | None = None,
     ):
         self.tokenizer = tokenizer
         self.prompt_buckets = tuple(prompt_buckets)
@@ -142,11 +156,40 @@ class Sampler:
         self.trace_counts = {"prefill": 0, "decode": 0}
         self.set_model(model)
         self._prefill = jax.jit(self._prefill_impl, static_argnames=("graphdef", "static"))
-        self._decode = jax.jit(self._decode_impl, static_argnames=("graphdef", "static"), donate_argnums=(2,))
+        self._decode_jits: dict[tuple, Any] = {}
+        self.set_decode_config(decode or DecodeConfig())
 
     def set_model(self, model) -> None:
         self.config = model.config
         self.graphdef, self.state = nnx.split(model)
+        if hasattr(self, "decode_config"):  # re-resolve (e.g. sharded weights keep XLA attention)
+            self.set_decode_config(self.decode_config)
+
+    def set_decode_config(self, decode: DecodeConfig) -> None:
+        """Use ``decode`` from the next call on (programs of earlier settings stay cached)."""
+        if not isinstance(decode, DecodeConfig):
+            raise TypeError(f"decode must be a DecodeConfig, got {type(decode).__name__}")
+        self.decode_config = decode
+        sharded = any(
+            len(getattr(getattr(x, "sharding", None), "device_set", ())) > 1
+            for x in jax.tree.leaves(self.state)
+        )
+        self._plan = _Plan(
+            attention=decode.resolved_attention(self.config, sharded=sharded),
+            fused_qkv=decode.fused_qkv,
+            steps=decode.steps_per_iteration,
+        )
+        options = decode.compiler_options()
+        key = tuple(sorted(options.items()))
+        if key not in self._decode_jits:  # one jitted function per set of XLA options
+            self._decode_jits[key] = jax.jit(
+                self._decode_impl,
+                static_argnames=("graphdef", "static", "plan"),
+                donate_argnums=(2,),
+                compiler_options=options or None,
+            )
+        self._decode = self._decode_jits[key]
+        self.compiler_options = options
 
     # --- jitted pieces ------------------------------------------------------------------------------------
 
@@ -159,7 +202,7 @@ class Sampler:
         b, p = tokens.shape
         attn_mask = jnp.arange(p)[None, :] >= (p - lengths)[:, None]
         hidden, kvs = model.model(tokens, attention_mask=attn_mask, return_kv=True)
-        cache = cache_from_prefill(kvs, p + static.max_new)
+        cache = cache_from_prefill(kvs, static.cache_len)
         logits = model.logits(hidden[:, -1])
         tok, lp = sample_tokens(
             logits,
@@ -188,20 +231,26 @@ class Sampler:
             key=key,
         )
 
-    def _decode_impl(self, state, carry: _Carry, until, dyn, *, graphdef, static: _Static):
+    def _decode_impl(self, state, carry: _Carry, until, dyn, *, graphdef, static: _Static, plan: _Plan):
         self.trace_counts["decode"] += 1
         model = self._inference_model(graphdef, state)
         blocks, fused = model.model.decode_weights()  # per-layer weight views, made once outside the loop
-        p = carry.cache.length - static.max_new
-        m = static.max_new
+        fused = fused if plan.fused_qkv or plan.attention == "fused" else None
+        p, m = static.prompt_len, static.max_new
 
-        def cond(c: _Carry):
+        def running(c: _Carry):
             return (c.step < until) & ~jnp.all(c.done)
 
-        def body(c: _Carry):
+        def step(c: _Carry):
             prev = jax.lax.dynamic_slice_in_dim(c.tokens, c.step - 1, 1, axis=1)
             hidden, cache = model.model.decode(
-                prev, c.cache, p + c.step - 1, kv_start=c.kv_start, blocks=blocks
+                prev,
+                c.cache,
+                p + c.step - 1,
+                kv_start=c.kv_start,
+                blocks=blocks,
+                fused=fused,
+                attention=plan.attention,
             )
             logits = model.logits(hidden[:, 0])
             tok, lp = sample_tokens(
@@ -232,9 +281,80 @@ class Sampler:
                 key=c.key,
             )
 
-        return jax.lax.while_loop(cond, body, carry)
+        def guarded_step(c: _Carry):
+            # A later step of an unrolled iteration runs unconditionally and commits only if the loop would
+            # have run it. Its cache write needs no guard: a step past ``until`` is rerun by the next call
+            # from the same inputs (writing the same values), and one past the end writes slot >= P + m - 1,
+            # which no step reads (the last token is never fed back).
+            new, go = step(c), running(c)
+            keep = functools.partial(jnp.where, go)
+            return new._replace(
+                step=keep(new.step, c.step),
+                tokens=keep(new.tokens, c.tokens),
+                logprobs=keep(new.logprobs, c.logprobs),
+                gen_len=keep(new.gen_len, c.gen_len),
+                done=keep(new.done, c.done),
+                finish=keep(new.finish, c.finish),
+            )
+
+        def body(c: _Carry):
+            c = step(c)
+            for _ in range(plan.steps - 1):
+                c = guarded_step(c)
+            return c
+
+        return jax.lax.while_loop(running, body, carry)
 
     # --- host side ----------------------------------------------------------------------------------------
+
+    def _prepare(self, prompts: list[list[int]], config: SamplingConfig):
+        """Bucketed, left-padded token and length arrays, the static settings and the traced values."""
+        cfg = self.config
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise ValueError("generate needs at least one prompt and every prompt needs at least one token")
+        if any(t < 0 or t >= cfg.vocab_size for p in prompts for t in p):
+            raise ValueError(f"prompt token ids must be in [0, {cfg.vocab_size})")
+        b = bucket(len(prompts), self.batch_buckets)
+        p = bucket(max(len(x) for x in prompts), self.prompt_buckets)
+        pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+        tokens = np.full((b, p), pad_id, np.int32)
+        lengths = np.zeros((b,), np.int32)
+        for i, x in enumerate(prompts):
+            tokens[i, p - len(x) :] = x
+            lengths[i] = len(x)
+        eos_ids = cfg.eos_token_ids if config.eos_token_ids is None else config.eos_token_ids
+        eos = np.full((max(8, len(eos_ids)),), -1, np.int32)  # fixed length: new ids do not recompile
+        eos[: len(eos_ids)] = eos_ids
+        greedy = config.temperature == 0.0
+        multiple = CACHE_MULTIPLE if self._plan.attention in ("pallas", "fused") else 1
+        static = _Static(
+            max_new=config.max_new_tokens,
+            greedy=greedy,
+            top_k=0 if greedy else config.top_k,
+            use_top_p=(not greedy) and config.top_p < 1.0,
+            candidates=config.top_p_candidates,
+            pad_id=pad_id,
+            prompt_len=p,
+            cache_len=-(-(p + config.max_new_tokens) // multiple) * multiple,
+        )
+        dyn = {
+            "temperature": jnp.float32(max(config.temperature, 1e-6)),
+            "top_p": jnp.float32(config.top_p),
+            "eos": jnp.asarray(eos),
+        }
+        return tokens, lengths, static, dyn
+
+    def decode_program_text(self, prompts, config: SamplingConfig | None = None) -> str:
+        """The optimised XLA program (HLO text) of the decode loop ``generate(prompts, config)`` runs, for
+        diagnosis (kernel counts); compiles it if it is not compiled yet."""
+        config = config or SamplingConfig()
+        tokens, lengths, static, dyn = self._prepare([list(map(int, p)) for p in prompts], config)
+        args = (self.state, jnp.asarray(tokens), jnp.asarray(lengths), jax.random.key(0), dyn)
+        carry = jax.eval_shape(functools.partial(self._prefill, graphdef=self.graphdef, static=static), *args)
+        lowered = self._decode.lower(
+            self.state, carry, jnp.int32(1), dyn, graphdef=self.graphdef, static=static, plan=self._plan
+        )
+        return lowered.compile().as_text()
 
     def generate(
         self,
@@ -250,40 +370,13 @@ class Sampler:
         Deterministic for a fixed ``seed``/``key``. ``sync_timing`` blocks after prefill to report
         ``stats['prefill_s']`` and ``stats['decode_s']`` separately."""
         config = config or SamplingConfig()
-        cfg = self.config
         prompts = [list(map(int, p)) for p in prompts]
-        if not prompts or any(len(p) == 0 for p in prompts):
-            raise ValueError("generate needs at least one prompt and every prompt needs at least one token")
-        if any(t < 0 or t >= cfg.vocab_size for p in prompts for t in p):
-            raise ValueError(f"prompt token ids must be in [0, {cfg.vocab_size})")
         if config.stop_strings and self.tokenizer is None:
             raise ValueError("stop strings need the Sampler to be built with a tokenizer")
         n = len(prompts)
-        b = bucket(n, self.batch_buckets)
-        p = bucket(max(len(x) for x in prompts), self.prompt_buckets)
-        pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
-        tokens = np.full((b, p), pad_id, np.int32)
-        lengths = np.zeros((b,), np.int32)
-        for i, x in enumerate(prompts):
-            tokens[i, p - len(x) :] = x
-            lengths[i] = len(x)
-        eos_ids = cfg.eos_token_ids if config.eos_token_ids is None else config.eos_token_ids
-        eos = np.full((max(8, len(eos_ids)),), -1, np.int32)  # fixed length: new ids do not recompile
-        eos[: len(eos_ids)] = eos_ids
-        greedy = config.temperature == 0.0
-        static = _Static(
-            max_new=config.max_new_tokens,
-            greedy=greedy,
-            top_k=0 if greedy else config.top_k,
-            use_top_p=(not greedy) and config.top_p < 1.0,
-            candidates=config.top_p_candidates,
-            pad_id=pad_id,
-        )
-        dyn = {
-            "temperature": jnp.float32(max(config.temperature, 1e-6)),
-            "top_p": jnp.float32(config.top_p),
-            "eos": jnp.asarray(eos),
-        }
+        tokens, lengths, static, dyn = self._prepare(prompts, config)
+        b, p = tokens.shape
+        pad_id = static.pad_id
         key = jax.random.key(seed) if key is None else key
 
         t0 = time.perf_counter()
@@ -310,14 +403,19 @@ class Sampler:
         while step < m and not done[:n].all():
             until = min(step + interval, m)
             carry = self._decode(
-                self.state, carry, jnp.int32(until), dyn, graphdef=self.graphdef, static=static
+                self.state,
+                carry,
+                jnp.int32(until),
+                dyn,
+                graphdef=self.graphdef,
+                static=static,
+                plan=self._plan,
             )
             stats["decode_calls"] += 1
-            new_step = int(carry.step)
+            new_step, done = jax.device_get((carry.step, carry.done))  # one round trip
+            new_step = int(new_step)
             if checker is not None:
                 carry, done = checker.update(carry, step, new_step)
-            else:
-                done = np.asarray(carry.done)
             step = new_step
         out_tokens, out_lp, gen_len, finish = jax.device_get(
             (carry.tokens, carry.logprobs, carry.gen_len, carry.finish)
