@@ -45,12 +45,15 @@ LI_TASKS=${FASTPATH_LI_TASKS:-"01_relu,03_gelu,05_softmax,06_layernorm,07_sum,09
 E2E_TASKS=${FASTPATH_E2E_TASKS:-"01_relu,05_softmax,06_layernorm,09_rms,10_matmul,11_depthwise"}
 TASK_ARGS=(); [ -n "$TASKS" ] && TASK_ARGS=(--tasks "$TASKS")
 
-step gpu-tests 75 "$PY" -m pytest -q -m gpu tests/fastpath -p no:cacheprovider
-step compile 130 "$PY" benchmarks/sandbox_throughput.py compile --out "$PARTS/compile.json" "${TASK_ARGS[@]}" \
+# FASTPATH_STEPS: a comma list to run a subset (e.g. "spread,e2e" to re-measure timing only); report always runs.
+STEPS=",${FASTPATH_STEPS:-gpu-tests,compile,spread,e2e},"
+want() { [[ "$STEPS" == *",$1,"* ]]; }
+want gpu-tests && step gpu-tests 75 "$PY" -m pytest -q -m gpu tests/fastpath -p no:cacheprovider
+want compile && step compile 130 "$PY" benchmarks/sandbox_throughput.py compile --out "$PARTS/compile.json" "${TASK_ARGS[@]}" \
   --concurrency 8 --load-inline-tasks "$LI_TASKS" --deadline-s 60 --build-timeout-s 110
-step spread 40 "$PY" benchmarks/sandbox_throughput.py spread --out "$PARTS/spread.json" "${TASK_ARGS[@]}" \
+want spread && step spread 40 "$PY" benchmarks/sandbox_throughput.py spread --out "$PARTS/spread.json" "${TASK_ARGS[@]}" \
   --iters 100
-step e2e 75 "$PY" benchmarks/sandbox_throughput.py e2e --out "$PARTS/e2e.json" --deadline-s 55 \
+want e2e && step e2e 75 "$PY" benchmarks/sandbox_throughput.py e2e --out "$PARTS/e2e.json" --deadline-s 55 \
   --only "$E2E_TASKS" --baselines eager
 step report 25 "$PY" benchmarks/sandbox_throughput.py report --parts "$PARTS" \
   --out "$OUT/fastpath_results.json" --markdown "$PARTS/table.md"

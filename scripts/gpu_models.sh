@@ -3,6 +3,7 @@
 #
 #   OUT=/path/to/outdir bash scripts/gpu_models.sh                            # full: gpu tests, train, decode
 #   MODELS_MODE=decode_sweep OUT=/path/to/outdir bash scripts/gpu_models.sh   # only the decode sweep
+#   (MODELS_SWEEP_TESTS=1 adds the gpu-marked tests before the sweep)
 #
 # full (<= 5 min; limits 75 + 45 + 170 + 10 s): the gpu-marked tests, the training-step benchmark, and the
 #   decode benchmark of the default DecodeConfig at batch 64/16/1 against transformers.
@@ -56,6 +57,10 @@ flax.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda, 'trans
   step train 45 "$PY" benchmarks/train_step.py "${TINY[@]}" --json "$PARTS/train.json" --budget-s 35
   step decode 170 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --json "$PARTS/decode.json" --budget-s 160
 else
+  if [ -n "${MODELS_SWEEP_TESTS:-}" ]; then  # the gpu tests too, before the sweep (another ~75 s)
+    step gpu-tests 75 env XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_FLAGS="--xla_gpu_autotune_level=0" \
+      "$PY" -m pytest -q -m gpu tests/models -p no:cacheprovider
+  fi
   step decode-sweep 200 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --sweep --json "$PARTS/decode.json" \
     --budget-s 192
 fi

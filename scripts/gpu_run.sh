@@ -28,3 +28,7 @@ for areas in "$@"; do
   lane=$((lane + 1))
 done
 wait
+# The transport returns at most 8 files: keep each area's results JSON, bundle every log into one archive.
+if ls "$OUT"/*.log >/dev/null 2>&1; then
+  tar -czf "$OUT/logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls *.log) && rm -f "$OUT"/*.log
+fi
