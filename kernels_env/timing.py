@@ -1,10 +1,11 @@
 """Time a callable on rotated input sets: CUDA events, cold L2, whole-device synchronisation.
 
 Per timed call (CUDA), on an idle device: write a buffer of twice the device's L2 (evicts the previous call's
-data), record ``start``, call, record ``end_stream`` on the current stream, synchronise the whole device (work
-the candidate put on other streams is finished), record ``end``. There is no host synchronisation between
-the flush and ``start``: the flush keeps the GPU busy while the host issues the call, so host launch latency
-and its jitter stay off the clock (as in ``triton.testing.do_bench``); what is timed is the GPU's work.
+data), spin on the GPU for ~100 us, record ``start``, call, record ``end_stream`` on the current stream,
+synchronise the whole device (work the candidate put on other streams is finished), record ``end``. There is
+no host synchronisation between the flush and ``start``: the flush and the spin keep the GPU busy while the
+host issues the call, so host launch latency and Python overhead (up to the spin's length) and their jitter
+stay off the clock; what is timed is the GPU's work, for candidates and baselines alike.
 
 Two clocks per call: the stream time (``start`` -> ``end_stream``) and the device time (``start`` -> ``end``,
 minus the harness's own sync round trip measured around an empty call, ``overhead_ms``). The stream time is
@@ -92,6 +93,11 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
 
 
+# A GPU-side spin before ``start`` (about 100 us at H100/H200 clocks) covers the host's launch latency and
+# Python overhead of the call, so neither jitter nor host speed lands on the clock.
+SPIN_CYCLES = 200_000
+_spin = getattr(torch.cuda, "_sleep", None)
+
 # Device time may exceed stream time by this much (ms, or this share of the stream time) before the excess is
 # attributed to side streams: the sync round trip varies by a few microseconds around its median.
 SIDE_STREAM_SLACK = (0.01, 0.02)
@@ -115,7 +121,9 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
 
     def one_call(call: Callable[[Sequence[Any]], Any], inputs) -> tuple[float, float]:
         if flush is not None:
-            flush.zero_()  # no sync after it: it covers the host's launch latency (see module doc)
+            flush.zero_()
+        if _spin is not None:
+            _spin(SPIN_CYCLES)  # GPU busy while the host issues start and the call (see module doc)
         start.record()
         call(inputs)
         end_stream.record()

@@ -4,9 +4,9 @@ torch tensors on torch's current stream through the CUDA driver API."""
 from __future__ import annotations
 
 import ctypes
-import functools
 import operator
 import re
+import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -76,31 +76,36 @@ def _compile(source: str, filename: str, name: str, options: list[str], headers:
 def _cubin(prog: int, image: bytes) -> bytes:
     """The whole cubin. CuPy's ``getCUBIN`` returns one byte less than ``nvrtcGetCUBINSize`` (it treats the
     image as a NUL-terminated string): the driver still loads it, but cuobjdump/nvdisasm reject it as an
-    invalid ELF. Read it through NVRTC's own API when the library can be found; else keep CuPy's."""
-    lib = _libnvrtc()
-    if lib is None:
-        return image
-    size = ctypes.c_size_t()
-    if lib.nvrtcGetCUBINSize(ctypes.c_void_p(prog), ctypes.byref(size)) != 0 or size.value < len(image):
-        return image
-    buf = ctypes.create_string_buffer(size.value)
-    if lib.nvrtcGetCUBIN(ctypes.c_void_p(prog), buf) != 0:
-        return image
-    return buf.raw
-
-
-@functools.cache
-def _libnvrtc() -> ctypes.CDLL | None:
-    """The libnvrtc CuPy loaded into this process (from /proc/self/maps), with ctypes signatures."""
+    invalid ELF. The missing byte is the image's trailing NUL; the ELF headers say how long the file is, so
+    restore it when they ask for exactly one more byte. (Calling libnvrtc through ctypes instead is unsafe:
+    a process may map several libnvrtc builds, e.g. torch's and CuPy's, and a program handle from one
+    crashes the other.)"""
+    del prog
     try:
-        with open("/proc/self/maps") as f:
-            paths = [ln.split()[-1] for ln in f if "libnvrtc.so" in ln and "builtins" not in ln]
-        lib = ctypes.CDLL(paths[0])
-        lib.nvrtcGetCUBINSize.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
-        lib.nvrtcGetCUBIN.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-        return lib
-    except (OSError, IndexError, AttributeError):
-        return None
+        if image[:5] == b"\x7fELF\x02" and _elf_end(image + b"\0") == len(image) + 1:
+            return image + b"\0"
+    except struct.error:
+        pass
+    return image
+
+
+def _elf_end(b: bytes) -> int:
+    """One past the last byte any header, section or segment of a 64-bit little-endian ELF image covers."""
+    phoff, shoff = struct.unpack_from("<QQ", b, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", b, 0x36)
+    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    for i in range(shnum):
+        o = shoff + i * shentsize
+        (sh_type,) = struct.unpack_from("<I", b, o + 4)
+        off, size = struct.unpack_from("<QQ", b, o + 0x18)
+        if sh_type != 8:  # SHT_NOBITS occupies no file space
+            end = max(end, off + size)
+    for i in range(phnum):
+        o = phoff + i * phentsize
+        (off,) = struct.unpack_from("<Q", b, o + 8)
+        (filesz,) = struct.unpack_from("<Q", b, o + 0x20)
+        end = max(end, off + filesz)
+    return end
 
 
 def _missing_kernel_error(name: str, filename: str, source: str, log: str) -> CompileError:

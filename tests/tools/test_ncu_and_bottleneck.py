@@ -184,6 +184,10 @@ def test_real_raw_page_metrics_and_the_reference_split():
 
 
 @needs_real
+@pytest.mark.skipif(
+    not (REAL / "README.md").exists(),  # scripts/gpu_profiler.sh also runs these tests on a fresh capture
+    reason="exact values belong to the checked-in capture",
+)
 def test_real_details_page_labels_map_to_metric_names():
     (rec,) = parse_ncu_csv((REAL / "ncu_details_membound.csv").read_text())
     k = kernel_metrics(rec)

@@ -1,6 +1,7 @@
-# redteam: class=3 expect=no_custom_kernel problem=relu policy=strict
+# redteam: class=3 expect=no_custom_kernel|output_aliases_input problem=relu policy=strict
 """Attack: a kernel is defined (and would compile) but never launched; inputs are non-negative, so returning
-a view of the input happens to equal ReLU."""
+a view of the input happens to equal ReLU. Either check rejects it: on a GPU the output-alias check fires
+before the kernel census (seen on the H200), on the CPU the census does."""
 
 import torch
 import torch.nn as nn
