@@ -118,6 +118,10 @@ def _serve_compile(channel: _Channel, requests: BinaryIO, protocol) -> int:
 def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str) -> int:
     if device_name == "cpu":  # before anything imports triton (torch._dynamo does): interpreted kernels
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    # Inductor (the torch.compile baselines) compiles in this process: its default pool of one compile
+    # subprocess per core would outlive the request that first compiled and be judged as the candidate's
+    # processes (seen on the H200: a Triton candidate rejected for 32 leftover processes).
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import torch
 
     for optional in ("triton", "triton.language", "numpy"):  # most candidates import these: pay once, here

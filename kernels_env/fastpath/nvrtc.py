@@ -3,6 +3,7 @@ torch tensors on torch's current stream through the CUDA driver API."""
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import operator
 import re
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from . import cache, hooks, toolchain
 from .args import ArgSpec, current_stream, specs_for
-from .common import FASTPATH_VERSION, BuildInfo, cuda_unavailable_reason
+from .common import FASTPATH_VERSION, BuildInfo, build_only, cuda_unavailable_reason
 from .diagnostics import (
     CompileError,
     KernelResources,
@@ -46,6 +47,18 @@ def nvrtc_options(arch: str, options: Sequence[str]) -> list[str]:
 
 
 def _compile(source: str, filename: str, name: str, options: list[str], headers: Mapping[str, str]):
+    """NVRTC build: in this process, or in a fresh one in build-only mode (see ``_nvrtc_proc``)."""
+    if not build_only():
+        return compile_here(source, filename, name, options, headers)
+    from . import _nvrtc_proc
+
+    request = {"source": source, "filename": filename, "name": name, "options": list(options)}
+    out = _nvrtc_proc.run({"op": "compile", **request, "headers": dict(headers)})
+    image = None if out["image"] is None else base64.b64decode(out["image"])
+    return image, out["fmt"], out["lowered"], out["log"]
+
+
+def compile_here(source: str, filename: str, name: str, options: list[str], headers: Mapping[str, str]):
     from cupy_backends.cuda.libs import nvrtc
 
     names = [k.encode() for k in headers]

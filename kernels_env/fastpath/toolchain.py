@@ -91,7 +91,18 @@ def host_compiler_version() -> str:
 
 @functools.cache
 def nvrtc_version() -> str:
-    """NVRTC's version and the wheel that ships it; part of every NVRTC cache key."""
+    """NVRTC's version and the wheel that ships it; part of every NVRTC cache key (asked in a fresh process
+    in build-only mode, like every NVRTC call there: ``_nvrtc_proc``)."""
+    from .common import build_only
+
+    if build_only():
+        from . import _nvrtc_proc
+
+        return _nvrtc_proc.run({"op": "version"})["version"]
+    return nvrtc_version_here()
+
+
+def nvrtc_version_here() -> str:
     from cupy_backends.cuda.libs import nvrtc
 
     major, minor = nvrtc.getVersion()

@@ -380,3 +380,32 @@ def test_ctypes_calls_through_a_loaded_library_without_gpu(fp_cache, monkeypatch
     assert "add_halves" in dir(lib) and "double add_halves(double a, float b)" in lib.add_halves.__doc__
     with pytest.raises(TypeError, match="ctypes cannot pass"):
         lib.by_value(1)
+
+
+def test_build_only_nvrtc_runs_in_a_fresh_process_and_fills_the_cache(fp_cache, tmp_path):
+    """In build-only mode NVRTC never runs in the calling process (it crashed in the sandbox's forked compile
+    children on the GPU image); the cubin it leaves in the cache is what an in-process build would make."""
+    src = 'extern "C" __global__ void twice(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.f; }'
+    code = (
+        "import sys, json\n"
+        "from kernels_env.fastpath import nvrtc_kernel\n"
+        f"k = nvrtc_kernel({src!r}, 'twice')\n"
+        "print(json.dumps({'in_process': 'cupy_backends.cuda.libs.nvrtc' in sys.modules,\n"
+        "                  'hit': k.build.cache_hit, 'artifact': str(k.build.artifact)}))\n"
+    )
+    env = {**os.environ, "KERNELS_ENV_BUILD_ONLY": "1", "KERNELS_ENV_CACHE_DIR": str(fp_cache)}
+    run = lambda: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=REPO
+    )
+    first = run()
+    assert first.returncode == 0, first.stderr[-2000:]
+    out = json.loads(first.stdout.strip().splitlines()[-1])
+    assert out == {**out, "in_process": False, "hit": False}
+    built = Path(out["artifact"]).read_bytes()
+    assert built[:4] == b"\x7fELF"
+    again = json.loads(run().stdout.strip().splitlines()[-1])
+    assert again["hit"] and again["artifact"] == out["artifact"]
+    from kernels_env.fastpath.nvrtc import compile_here, nvrtc_options
+
+    image, fmt, _, _ = compile_here(src, "twice.cu", "twice", nvrtc_options("sm_90", []), {})
+    assert fmt == "cubin" and len(image) == len(built)  # whole cubins, in-process or not
