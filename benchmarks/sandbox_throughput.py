@@ -516,6 +516,7 @@ def step_e2e(args) -> dict:
                         "status": res.get("status"),
                         "reward": res.get("reward"),
                         "speedups": res.get("speedups"),
+                        "durations": res.get("durations_s"),  # where a candidate's seconds go
                     }
                     rec["spreads"] = find_spreads(res.get("timings"))
                 except Exception as exc:
