@@ -215,11 +215,16 @@ def find_triton_functions(modules: list) -> list:
         from triton.runtime.jit import JITFunction
     except Exception:  # noqa: BLE001
         return []
+    kinds: tuple[type, ...] = (JITFunction,)
+    with contextlib.suppress(Exception):  # TRITON_INTERPRET=1 (CPU mode): @triton.jit makes these instead
+        from triton.runtime.interpreter import InterpretedFunction
+
+        kinds += (InterpretedFunction,)
     found, seen = [], set()
     for name, obj in [item for m in modules for item in vars(m).items()]:
         fn = obj
         for _ in range(4):  # Autotuner / Heuristics wrap the JITFunction in .fn
-            if isinstance(fn, JITFunction):
+            if isinstance(fn, kinds):
                 if id(fn) not in seen:
                     seen.add(id(fn))
                     found.append((name, fn))
