@@ -75,7 +75,7 @@ def compile_here(source: str, filename: str, name: str, options: list[str], head
             return None, None, None, log
         lowered = nvrtc.getLoweredName(prog, name)
         try:
-            image, fmt = _cubin(prog, nvrtc.getCUBIN(prog)), "cubin"
+            image, fmt = _whole_cubin(nvrtc.getCUBIN(prog)), "cubin"
         except nvrtc.NVRTCError:
             image = b""
         if not image:  # compiled for a virtual arch (compute_XX): load PTX, the driver JITs it
@@ -86,14 +86,13 @@ def compile_here(source: str, filename: str, name: str, options: list[str], head
         nvrtc.destroyProgram(prog)
 
 
-def _cubin(prog: int, image: bytes) -> bytes:
+def _whole_cubin(image: bytes) -> bytes:
     """The whole cubin. CuPy's ``getCUBIN`` returns one byte less than ``nvrtcGetCUBINSize`` (it treats the
     image as a NUL-terminated string): the driver still loads it, but cuobjdump/nvdisasm reject it as an
     invalid ELF. The missing byte is the image's trailing NUL; the ELF headers say how long the file is, so
     restore it when they ask for exactly one more byte. (Calling libnvrtc through ctypes instead is unsafe:
     a process may map several libnvrtc builds, e.g. torch's and CuPy's, and a program handle from one
     crashes the other.)"""
-    del prog
     try:
         if image[:5] == b"\x7fELF\x02" and _elf_end(image + b"\0") == len(image) + 1:
             return image + b"\0"

@@ -303,5 +303,6 @@ def test_a_huge_legitimate_speedup_is_flagged_for_review(gpu_client, gpu_results
     assert any(m["kind"] == "note" and "flagged for review" in m["text"] for m in res["messages"])
     assert timings["review"]["roofline_floor_ms"] > 0  # 32 KiB in and out: far below the measured time
     assert timings["candidate"]["median_ms"] > timings["review"]["roofline_floor_ms"]
-    for stats in (timings["candidate"], timings["baselines"]["eager"]):
-        assert stats["clock"] == "cuda_event_device_sync" and stats["l2_flush"] is True, stats
+    for stats in (timings["candidate"], timings["baselines"]["eager"]):  # one stream each: the stream clock
+        assert stats["clock"] == "cuda_event_stream" and stats["side_stream_ms"] == 0.0, stats
+        assert stats["l2_flush"] is True, stats
