@@ -416,6 +416,8 @@ class SandboxClient:
             finally:
                 durations["run"] = round(time.perf_counter() - started, 3)
         payload = reply.payload
+        if isinstance(payload.get("phases_s"), dict):
+            durations["run_phases"] = payload.pop("phases_s")
         if payload.get("harness_error"):
             raise SandboxError(f"the run worker failed on its own: {payload['harness_error']}")
         if reply.fatal and not payload.get("device_error"):

@@ -50,7 +50,7 @@ class Result:
     backends: list[str] = field(default_factory=list)  # load_inline, fastpath, cupy, nvcc, triton, torch
     judge: dict[str, Any] = field(default_factory=dict)  # the resolved protocol / policy / reward settings
     environment: dict[str, Any] = field(default_factory=dict)
-    durations_s: dict[str, float] = field(default_factory=dict)
+    durations_s: dict[str, Any] = field(default_factory=dict)  # stage seconds; run_phases: by phase
     schema_version: int = SCHEMA_VERSION
     protocol_version: int = PROTOCOL_VERSION
 

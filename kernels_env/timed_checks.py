@@ -54,7 +54,7 @@ def input_sets(problem, s: Mapping[str, Any], device: torch.device, wanted: int 
 
 
 def run(
-    problem, loaded, model, run_ref, s, device: torch.device, guard: RequestGuard, correctness
+    problem, loaded, model, run_ref, s, device: torch.device, guard: RequestGuard, correctness, progress
 ) -> dict | None:
     """Time (when asked) and check; the candidate's timing stats or None. Failures raise ``Verdict``."""
     where = {"loaded": loaded, "stage": "timing", "device": device}
@@ -64,9 +64,11 @@ def run(
     if s["time_candidate"]:
         stats = _time(model, sets, s, device, guard, where)
         stats["input_sets"] = len(sets)
+    progress("timing", "audit after timing")
     call_candidate(guard.after_timing, model, sets[0], **where)
     if [fingerprint(x) for x in sets] != before:
         raise rejected(input_mutation("during the timed calls"), "timing")
+    progress("timing", "re-checks")
     fresh = make_inputs(problem, fresh_seed(), "random", device)
     _recheck(model, fresh, "fresh inputs", run_ref, s, guard, where, correctness)
     fresh = make_inputs(problem, fresh_seed(), "random", device)

@@ -129,6 +129,7 @@ def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str
             __import__(optional)
     from . import enforce, harness, worker_state
     from .environment import environment
+    from .phases import PhaseClock
 
     if device_name == "cuda":
         torch.cuda.init()
@@ -142,8 +143,11 @@ def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str
     gc.freeze()  # the harness's own objects: later collections (after every request) skip them
     channel.send(protocol.Hello(role="run", pid=os.getpid(), environment=env))
 
+    phases = PhaseClock()
+
     def progress_for(request_id: str):
         def progress(stage: str, detail: str) -> None:
+            phases.enter(detail or stage)
             channel.send(protocol.Progress(id=request_id, stage=stage, detail=detail))
 
         return progress
@@ -154,6 +158,7 @@ def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str
             return 0
         channel.begin(msg)
         started = time.perf_counter()
+        phases.start("load")
         try:
             if isinstance(msg, protocol.EvaluateRequest):
                 payload = harness.evaluate(msg, device, progress_for(msg.id))
@@ -168,7 +173,9 @@ def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str
         except Exception:
             payload = {"harness_error": traceback.format_exc()[-4000:]}
         finally:
+            phases.enter("cleanup")
             worker_state.cleanup(getattr(msg, "workdir", ""), device, state)
+        payload["phases_s"] = phases.stop()
         payload["duration_s"] = round(time.perf_counter() - started, 3)
         broken = worker_state.health_check(device)
         if broken:

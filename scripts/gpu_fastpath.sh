@@ -55,7 +55,7 @@ want spread && step spread 40 "$PY" benchmarks/sandbox_throughput.py spread --ou
   --iters 100
 E2E_DEADLINE=${FASTPATH_E2E_DEADLINE:-55}  # warm-ups (one baseline per task) count against it too
 want e2e && step e2e $((E2E_DEADLINE + 20)) "$PY" benchmarks/sandbox_throughput.py e2e --out "$PARTS/e2e.json" --deadline-s "$E2E_DEADLINE" \
-  --only "$E2E_TASKS" --baselines eager
+  --only "$E2E_TASKS" --baselines eager --concurrency "${FASTPATH_E2E_CONCURRENCY:-1}"
 step report 25 "$PY" benchmarks/sandbox_throughput.py report --parts "$PARTS" \
   --out "$OUT/fastpath_results.json" --markdown "$PARTS/table.md"
 
