@@ -82,8 +82,13 @@ def measure_task(task: str, calls: int, policy: str, device, tasks: Path, soluti
             with (
                 torch.no_grad(),
                 policy_guard(
-                    policy, inputs=inputs, device=device, integrity=integrity, thread_baseline=threads,
-                    **paths, **switches,
+                    policy,
+                    inputs=inputs,
+                    device=device,
+                    integrity=integrity,
+                    thread_baseline=threads,
+                    **paths,
+                    **switches,
                 ) as g,
             ):
                 g(model, *inputs)

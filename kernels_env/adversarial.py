@@ -60,7 +60,8 @@ def _plant_nan_inf(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     flat = x.reshape(-1).clone()
     n = flat.numel()
     k = max(1, n // 1000)
-    picks = torch.randperm(n, generator=gen, device="cpu")[: 3 * k] if n >= 3 else torch.arange(n)
+    # Drawn where the tensor lives (a host permutation of a 33M-element input took ~2 s per call).
+    picks = torch.randperm(n, generator=gen, device=gen.device)[: 3 * k] if n >= 3 else torch.arange(n)
     picks = picks.to(flat.device)
     flat[picks[:k]] = float("nan")
     flat[picks[k : 2 * k]] = float("inf")
@@ -79,7 +80,7 @@ def _value_family(name: str, v: torch.Tensor, gen: torch.Generator) -> torch.Ten
     if name == "zeros":
         return torch.zeros_like(v)
     if name == "negative":
-        r = torch.rand(v.shape, generator=gen, dtype=torch.float64, device="cpu") * 2 - 1
+        r = torch.rand(v.shape, generator=gen, dtype=torch.float64, device=gen.device) * 2 - 1
         return r.to(v.device, v.dtype)
     raise ValueError(f"unknown value family {name!r}")
 
@@ -96,7 +97,8 @@ def _values(name: str):
             raise ValueError("no floating-point inputs to perturb")
         if name == "negative" and any(bool((v < 0).any()) for v in floats):
             raise ValueError("the task's inputs already include negative values")
-        gen = torch.Generator().manual_seed(_seed_for(seed, name))
+        # One generator on the inputs' device: a seed gives the same family on a given device type.
+        gen = torch.Generator(device=floats[0].device).manual_seed(_seed_for(seed, name))
         return [
             _value_family(name, v, gen) if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel()
             else v

@@ -205,9 +205,7 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
         }
     out = {"status": CORRECT, "stage": "done", "correctness": correctness, "messages": notes}
     progress("timing", "timing the candidate" if s["time_candidate"] else "checks after the trials")
-    timings = timed_checks.run(
-        problem, loaded, new_model, run_ref, s, device, guard, correctness, progress
-    )
+    timings = timed_checks.run(problem, loaded, new_model, run_ref, s, device, guard, correctness, progress)
     if timings is not None:
         out["timings"] = {"candidate": timings}
     progress("done", "final checks")

@@ -159,6 +159,7 @@ def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str
         channel.begin(msg)
         started = time.perf_counter()
         phases.start("load")
+        profiler = _request_profiler()
         try:
             if isinstance(msg, protocol.EvaluateRequest):
                 payload = harness.evaluate(msg, device, progress_for(msg.id))
@@ -173,6 +174,9 @@ def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str
         except Exception:
             payload = {"harness_error": traceback.format_exc()[-4000:]}
         finally:
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(os.path.join(os.environ[PROFILE_DIR], f"{msg.kind}-{msg.id}.prof"))
             phases.enter("cleanup")
             worker_state.cleanup(getattr(msg, "workdir", ""), device, state)
         payload["phases_s"] = phases.stop()
@@ -185,6 +189,20 @@ def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str
         if broken or tainted:
             return 3
     return 0
+
+
+PROFILE_DIR = "KERNELS_ENV_PROFILE_DIR"  # developers: a cProfile dump of each run-worker request goes here
+
+
+def _request_profiler():
+    if not os.environ.get(PROFILE_DIR):
+        return None
+    import cProfile
+
+    os.makedirs(os.environ[PROFILE_DIR], exist_ok=True)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    return profiler
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 
 import torch
@@ -50,10 +49,14 @@ def stream_race_violations(
     return []
 
 
-@functools.cache
+_LIBRARIES: dict[str, tuple | None] = {}  # mapped path -> (cudaGetLastError, cudaGetErrorName) or None
+
+
 def _runtimes() -> tuple:
     """Every distinct ``cudaGetLastError`` in the process: torch's libcudart, CuPy's, and static copies inside
-    extension libraries that export it (nvcc links cudart statically by default)."""
+    extension libraries that export it (nvcc links cudart statically by default). Libraries mapped since the
+    last call are looked up; known ones are not opened again (a dlopen per mapped library per check cost
+    ~10 ms per guarded call). ctypes never closes a handle, so a looked-up library stays mapped."""
     paths = []
     try:
         with open("/proc/self/maps") as f:
@@ -64,27 +67,32 @@ def _runtimes() -> tuple:
     except OSError:
         return ()
     found, seen = [], set()
-    mode = getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_LAZY", 1)
     for p in paths:
-        try:
-            lib = ctypes.CDLL(p, mode=mode)  # already mapped: no new library is loaded
-            fn = lib.cudaGetLastError
-        except (OSError, AttributeError):
+        if p not in _LIBRARIES:
+            _LIBRARIES[p] = _lookup(p)
+        entry = _LIBRARIES[p]
+        if entry is None or entry[2] in seen:
             continue
-        addr = ctypes.cast(fn, ctypes.c_void_p).value
-        if addr in seen:
-            continue
-        seen.add(addr)
-        fn.restype = ctypes.c_int
-        name_fn = getattr(lib, "cudaGetErrorName", None)
-        if name_fn is not None:
-            name_fn.restype = ctypes.c_char_p
-        found.append((fn, name_fn))
+        seen.add(entry[2])
+        found.append(entry[:2])
     return tuple(found)
 
 
+def _lookup(path: str) -> tuple | None:
+    mode = getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_LAZY", 1)
+    try:
+        lib = ctypes.CDLL(path, mode=mode)  # already mapped: no new library is loaded
+        fn = lib.cudaGetLastError
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int
+    name_fn = getattr(lib, "cudaGetErrorName", None)
+    if name_fn is not None:
+        name_fn.restype = ctypes.c_char_p
+    return fn, name_fn, ctypes.cast(fn, ctypes.c_void_p).value
+
+
 def clear_last_errors() -> None:
-    _runtimes.cache_clear()
     for get_error, _ in _runtimes():
         get_error()
 
@@ -99,7 +107,6 @@ def launch_error_violations(device=None) -> list[_checks.Violation]:
                 _checks.LAUNCH_ERROR, f"CUDA error at synchronisation: {str(exc)[:300]}", {"sticky": True}
             )
         ]
-    _runtimes.cache_clear()  # runtimes loaded during forward count too
     for get_error, get_name in _runtimes():
         code = get_error()
         if code:
