@@ -33,6 +33,10 @@ class TimingConfig:
     target_time_s: float = 0.5  # keep timing until this much measured time (within min/max iters)
     num_input_sets: int = 3  # fresh input sets rotated across timed calls
     l2_flush: bool = True  # write a buffer of 2x the device's L2 before every timed call
+    # nvbench-style noise criterion: while IQR/median exceeds max_spread, keep sampling (up to stabilize_s
+    # more seconds), so a transient (clock ramp, a neighbour's burst) cannot own a quarter of the samples.
+    max_spread: float = 0.02
+    stabilize_s: float = 1.0
 
 
 @dataclass

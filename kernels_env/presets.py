@@ -144,5 +144,11 @@ def _check(s: dict[str, Any]) -> None:
     if bad:
         raise ValueError(f"unknown baseline modes {bad}; known: {BASELINE_MODES}")
     t = s["timing"]
-    if not (1 <= t["min_iters"] <= t["max_iters"]) or t["num_input_sets"] < 1 or t["warmup_iters"] < 0:
+    if (
+        not (1 <= t["min_iters"] <= t["max_iters"])
+        or t["num_input_sets"] < 1
+        or t["warmup_iters"] < 0
+        or t.get("max_spread", 0) < 0
+        or t.get("stabilize_s", 0) < 0
+    ):
         raise ValueError(f"inconsistent timing settings {t}")

@@ -13,6 +13,11 @@ reported unless the device time exceeds it (medians) by more than ``SIDE_STREAM_
 onto other streams, the device time is reported instead and ``side_stream_ms`` says how much escaped. Side
 streams can never make a candidate look faster; honest kernels keep the stream clock's low jitter.
 
+Enough samples for a stable median: at least ``min_iters`` and ``target_time_s`` of measurement (at most
+``max_iters``); then, nvbench-style, while IQR/median exceeds ``max_spread`` more samples are taken for up to
+``stabilize_s`` seconds (``stabilize_iters`` says how many), so a transient (a clock ramp after an idle
+stretch, a neighbour's burst) owns a shrinking share of the samples instead of a quarter of them.
+
 On CPU (CPU mode) a monotonic clock is used and the numbers are labelled not comparable by the caller.
 The clock, the device synchronisation and the event class are captured at import, before any candidate code:
 a candidate that replaces ``time.perf_counter`` or ``torch.cuda.synchronize`` does not change what this
@@ -52,6 +57,29 @@ def summarize(samples_ms: Sequence[float]) -> dict[str, float | int]:
         "mean_ms": statistics.fmean(xs),
         "count": len(xs),
     }
+
+
+def spread(samples_ms: Sequence[float]) -> float:
+    """IQR / median of the samples (0 for fewer than two, or a zero median)."""
+    if len(samples_ms) < 2:
+        return 0.0
+    s = summarize(samples_ms)
+    return s["iqr_ms"] / s["median_ms"] if s["median_ms"] > 0 else 0.0
+
+
+def stabilize(
+    sample: Callable[[], None], samples: Callable[[], list[float]], timing: Mapping[str, Any]
+) -> int:
+    """The noise criterion: call ``sample`` (one more timed call) in batches while IQR/median of ``samples()``
+    exceeds ``timing['max_spread']``, for at most ``timing['stabilize_s']`` seconds; the calls added."""
+    max_spread = float(timing.get("max_spread") or 0.0)
+    budget = float(timing.get("stabilize_s") or 0.0)
+    extra, started = 0, _perf_counter()
+    while max_spread > 0 and spread(samples()) > max_spread and _perf_counter() - started < budget:
+        for _ in range(max(int(timing["min_iters"]), len(samples()) // 4)):
+            sample()
+            extra += 1
+    return extra
 
 
 def time_callable(
@@ -147,6 +175,16 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
         stream, total = one_call(run, input_sets[len(stream_samples) % len(input_sets)])
         stream_samples.append(stream)
         device_samples.append(total)
+
+    def sample() -> None:
+        stream, total = one_call(run, input_sets[len(stream_samples) % len(input_sets)])
+        stream_samples.append(stream)
+        device_samples.append(total)
+
+    def reported() -> list[float]:
+        return choose_clock(stream_samples, device_samples, overhead_ms)["samples"]
+
+    extra = stabilize(sample, reported, timing)
     chosen = choose_clock(stream_samples, device_samples, overhead_ms)
     out = summarize(chosen["samples"])
     out.update(
@@ -155,6 +193,7 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
         side_stream_ms=chosen["side_stream_ms"],
         overhead_ms=overhead_ms,
         clock=chosen["clock"],
+        stabilize_iters=extra,
         l2_flush=flush is not None,
         l2_flush_bytes=flush.numel() * 4 if flush is not None else 0,
     )
