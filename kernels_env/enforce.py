@@ -23,7 +23,6 @@ check's name and evidence. ``TAINTING`` checks also retire the worker process (`
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from .guard import (
 )
 from .guard._frames import FrameClassifier
 from .guard._watch import FORWARD, Watch
+from .timing import copy_seconds
 
 JUDGE_DIR = str(Path(__file__).resolve().parent)
 # A rejection for one of these means the candidate changed this process (judge code, the reply channel, the
@@ -130,22 +130,10 @@ def _install_dynamo_module_tagging() -> None:
 def _copy_bandwidth(device: torch.device) -> float | None:
     """Device-to-device copy bandwidth (read + write bytes per second), best of five 256 MiB copies."""
     try:
-        n = 64 * 2**20
-        a = torch.empty(n, dtype=torch.float32, device=device)
-        b = torch.empty_like(a)
-        b.copy_(a)
-        torch.cuda.synchronize(device)
-        best = math.inf
-        for _ in range(5):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            b.copy_(a)
-            end.record()
-            end.synchronize()
-            best = min(best, start.elapsed_time(end) / 1e3)
-        del a, b
+        nbytes = 256 * 2**20
+        best = min(copy_seconds(device, nbytes, iters=5))
         torch.cuda.empty_cache()
-        return 2 * n * 4 / best if best > 0 else None
+        return 2 * nbytes / best if best > 0 else None
     except Exception:  # noqa: BLE001 - no floor then (reported as null), never a failed worker
         return None
 
