@@ -57,14 +57,21 @@ def timed(sb: SandboxClient, tool: str, args: dict, time_s: float) -> dict:
     t0 = time.perf_counter()
     resp = sb.tool(tool, args, {"time_s": time_s, "max_output_bytes": 64_000})
     wall = time.perf_counter() - t0
+    result = resp.get("result") or {}
     return {
         "tool": tool,
         "solution": Path(args["solution"]).name,
         "mode": args.get("mode"),
         "ok": resp["ok"],
         "wall_s": round(wall, 3),
+        "tool_elapsed_s": resp.get("elapsed_s"),  # inside the worker (wall_s - this: transport, queueing)
         "error": resp.get("error"),
         "text_chars": len(resp.get("text") or ""),
+        # where a profile's seconds go: the profiled process's stages, ncu's runs, the roofline block
+        "target_stages_s": result.get("target_stages_s"),
+        "target_elapsed_s": result.get("target_elapsed_s"),
+        "ncu_attempts": result.get("ncu_attempts"),
+        "roofline_s": (result.get("roofline") or {}).get("elapsed_s"),
     }
 
 

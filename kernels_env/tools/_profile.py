@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from ._bottleneck import classify
@@ -200,7 +201,12 @@ def _events_in_target(
     if not status.get("ok"):
         tail = (res.stdout + res.stderr)[-1500:]
         raise ToolError(status.get("error") or f"the profiling process died (exit {res.returncode}): {tail}")
-    return status["events"]
+    # Where a profile's seconds go: the fresh process's stages (import, load, build, forward), its wall time.
+    return {
+        **status["events"],
+        "target_stages_s": status.get("stages_s"),
+        "target_elapsed_s": round(res.elapsed_s, 2),
+    }
 
 
 def roofline_block(args: dict, cuda: bool, measured_us: float | None) -> dict:
@@ -296,6 +302,7 @@ def profile_tool(args: dict, ctx: ToolContext) -> dict:
             if run.get("log_tail"):
                 result["log_tail"] = run["log_tail"]
         result["ncu_attempts"] = run["attempts"]
+        result["target_stages_s"] = run["target"].get("stages_s")
         measured = result["candidate"]["kernel_us_per_forward"] or None
     else:
         ev = _events(args, ctx, device, int(args.get("warmup", 3)), int(args.get("iters", 10)), with_ref)
@@ -307,8 +314,10 @@ def profile_tool(args: dict, ctx: ToolContext) -> dict:
         if rt and ct:
             result["kernel_time_ratio"] = rt / ct  # >1: the candidate's kernels take less device time
     if args.get("roofline", True):
+        started = time.monotonic()
         try:
             result["roofline"] = roofline_block(args, cuda, measured)
+            result["roofline"]["elapsed_s"] = round(time.monotonic() - started, 3)
         except Exception as e:  # noqa: BLE001 - data-dependent references cannot run on meta tensors
             result["roofline"] = {"error": f"{type(e).__name__}: {e}"[:500]}
     return result

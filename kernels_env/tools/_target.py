@@ -12,13 +12,16 @@ It writes a JSON status to ``--result`` (its stdout belongs to the candidate).
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
-import traceback
 
-from ._candidate import (
+_STARTED = time.perf_counter()  # before the imports below: torch's import is part of what a profile costs
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+
+from ._candidate import (  # noqa: E402
     CandidateError,
     build_model,
     load_candidate,
@@ -26,7 +29,26 @@ from ._candidate import (
     resolve_candidate,
     task_inputs,
 )
-from ._ncu import MARKER_CYCLES, NVTX_RANGE
+from ._ncu import MARKER_CYCLES, NVTX_RANGE  # noqa: E402
+
+
+class _Status(dict):
+    """The JSON status; setting ``stage`` also records how long the previous stage took (``stages_s``)."""
+
+    def __init__(self) -> None:
+        super().__init__(ok=False, stage="import", stages_s={})
+        self._since = _STARTED
+
+    def __setitem__(self, key, value) -> None:
+        if key == "stage":
+            now = time.perf_counter()
+            self["stages_s"][self["stage"]] = round(now - self._since, 4)
+            self._since = now
+        super().__setitem__(key, value)
+
+    def update(self, *args, **kwargs) -> None:
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,10 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--result", required=True)
     a = ap.parse_args(argv)
-    status: dict = {"ok": False, "stage": "load"}
+    status = _Status()
     try:
         import torch
 
+        status["stage"] = "load"
         problem = load_reference(a.reference)
         runs = []  # (label, model class) in profiling order: reference first, then the candidate
         if a.which in ("reference", "both"):
