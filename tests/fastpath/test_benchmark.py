@@ -199,3 +199,28 @@ def test_cli_compile_step_without_gpu(tmp_path, fp_cache):
     assert solo["task"] == "01_relu" and solo["compile_s"] > 0 and not solo.get("error")
     assert solo["builds"][0]["cache_hit"] is False
     assert data["summary"]["fastpath_concurrent"]["count"] == 1
+
+
+def test_judge_phase_plot_groups_and_medians(tmp_path):
+    import plot_judge_phases as phases
+
+    assert [phases.group(p) for p in ("trial 2/5", "input family zeros", "timing the candidate")] == [
+        "trials",
+        "input families",
+        "timing",
+    ]
+    assert phases.group("re-checks") == "after timing" and phases.group("cleanup") == "load + cleanup"
+    recs = [
+        {"durations": {"compile": c, "run_phases": {"trial 1/5": 0.5, "trial 2/5": t, "re-checks": 0.1}}}
+        for c, t in ((1.0, 0.1), (2.0, 0.3), (3.0, 0.2))
+    ]
+    m = phases.medians(recs)
+    assert m["compile"] == 2.0 and m["trials"] == pytest.approx(0.7) and m["after timing"] == 0.1
+    doc = tmp_path / "phases.json"
+    doc.write_text(
+        json.dumps(
+            {"gpu": "test", "policy": "strict", "before": {"records": recs}, "after": {"records": recs[:1]}}
+        )
+    )
+    assert phases.main([str(doc), str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").stat().st_size > 1000
