@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import statistics
@@ -24,8 +23,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "benchmarks"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 TASKS = ROOT / "benchmarks" / "tasks"
 SOLUTIONS = ROOT / "benchmarks" / "solutions" / "fastpath"
 VARIANTS = {
@@ -36,14 +36,6 @@ VARIANTS = {
     "no_threads": {"threads": False},
     "all_off": {"census": False, "trace": False, "poison": False, "watch": False, "threads": False},
 }
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _median_s(fn, calls: int, warm: int = 2) -> float:
@@ -59,11 +51,12 @@ def _median_s(fn, calls: int, warm: int = 2) -> float:
 
 def measure_task(task: str, calls: int, policy: str, device, tasks: Path, solutions: Path) -> dict:
     import torch
+    from sandbox_throughput import load_module
 
     from kernels_env.guard import Integrity, ThreadSnapshot, policy_guard, warm_up_profiler
 
-    problem = _load(tasks / f"{task}.py", f"bench_task_{task}")
-    solution = _load(solutions / f"{task}.py", f"bench_solution_{task}")
+    problem = load_module(tasks / f"{task}.py", f"bench_task_{task}")
+    solution = load_module(solutions / f"{task}.py", f"bench_solution_{task}")
     model = solution.ModelNew(*problem.get_init_inputs()).to(device).eval()
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
     cuda = device.type == "cuda"
