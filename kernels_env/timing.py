@@ -75,8 +75,11 @@ def stabilize(
     max_spread = float(timing.get("max_spread") or 0.0)
     budget = float(timing.get("stabilize_s") or 0.0)
     extra, started = 0, _perf_counter()
-    while max_spread > 0 and spread(samples()) > max_spread and _perf_counter() - started < budget:
-        for _ in range(max(int(timing["min_iters"]), len(samples()) // 4)):
+    while max_spread > 0 and _perf_counter() - started < budget:
+        current = samples()
+        if spread(current) <= max_spread:
+            break
+        for _ in range(max(int(timing["min_iters"]), len(current) // 4)):
             sample()
             extra += 1
     return extra
@@ -170,16 +173,15 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
     overhead_ms = statistics.median(d - s for s, d in empty)
     stream_samples: list[float] = []
     device_samples: list[float] = []
-    started = _perf_counter()
-    while not _done(len(stream_samples), started, timing):
-        stream, total = one_call(run, input_sets[len(stream_samples) % len(input_sets)])
-        stream_samples.append(stream)
-        device_samples.append(total)
 
     def sample() -> None:
         stream, total = one_call(run, input_sets[len(stream_samples) % len(input_sets)])
         stream_samples.append(stream)
         device_samples.append(total)
+
+    started = _perf_counter()
+    while not _done(len(stream_samples), started, timing):
+        sample()
 
     def reported() -> list[float]:
         return choose_clock(stream_samples, device_samples, overhead_ms)["samples"]

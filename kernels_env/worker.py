@@ -176,7 +176,8 @@ def _serve_run(channel: _Channel, requests: BinaryIO, protocol, device_name: str
         finally:
             if profiler is not None:
                 profiler.disable()
-                profiler.dump_stats(os.path.join(os.environ[PROFILE_DIR], f"{msg.kind}-{msg.id}.prof"))
+                with contextlib.suppress(OSError):  # a developer aid: never what fails a request
+                    profiler.dump_stats(os.path.join(os.environ[PROFILE_DIR], f"{msg.kind}-{msg.id}.prof"))
             phases.enter("cleanup")
             worker_state.cleanup(getattr(msg, "workdir", ""), device, state)
         payload["phases_s"] = phases.stop()
@@ -199,7 +200,11 @@ def _request_profiler():
         return None
     import cProfile
 
-    os.makedirs(os.environ[PROFILE_DIR], exist_ok=True)
+    try:
+        os.makedirs(os.environ[PROFILE_DIR], exist_ok=True)
+    except OSError as exc:
+        print(f"kernels_env worker: {PROFILE_DIR} unusable, not profiling: {exc}", file=sys.stderr)
+        return None
     profiler = cProfile.Profile()
     profiler.enable()
     return profiler

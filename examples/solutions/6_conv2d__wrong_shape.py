@@ -30,9 +30,7 @@ def conv2d_valid_kernel(
 class ModelNew(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
         super().__init__()
-        self.conv = nn.Conv2d(
-            in_channels, out_channels, kernel_size, padding=kernel_size // 2
-        )  # weights only
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)  # weights only
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()

@@ -7,24 +7,8 @@ import triton.language as tl
 
 
 @triton.jit
-def linear_bias_relu_kernel(
-    x_ptr,
-    w_ptr,
-    b_ptr,
-    y_ptr,
-    M,
-    N,
-    K,
-    sxm,
-    sxk,
-    swn,
-    swk,
-    sym,
-    syn,
-    BM: tl.constexpr,
-    BN: tl.constexpr,
-    BK: tl.constexpr,
-):
+def linear_bias_relu_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, sxm, sxk, swn, swk, sym, syn,
+                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -32,16 +16,10 @@ def linear_bias_relu_kernel(
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
-        x = tl.load(
-            x_ptr + rm[:, None] * sxm + (k0 + rk)[None, :] * sxk,
-            mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K),
-            other=0.0,
-        )
-        w = tl.load(
-            w_ptr + rn[None, :] * swn + (k0 + rk)[:, None] * swk,
-            mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K),
-            other=0.0,
-        )
+        x = tl.load(x_ptr + rm[:, None] * sxm + (k0 + rk)[None, :] * sxk,
+                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + rn[None, :] * swn + (k0 + rk)[:, None] * swk,
+                    mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K), other=0.0)
         acc += tl.dot(x, w, input_precision="ieee")
     bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
     acc = tl.maximum(acc + bias[None, :], 0.0)
@@ -60,22 +38,6 @@ class ModelNew(nn.Module):
         N = w.shape[0]
         y = torch.empty((M, N), device=x.device, dtype=x.dtype)
         grid = (triton.cdiv(M, 64), triton.cdiv(N, 64))
-        linear_bias_relu_kernel[grid](
-            x,
-            w,
-            self.bias,
-            y,
-            M,
-            N,
-            K,
-            x.stride(0),
-            x.stride(1),
-            w.stride(0),
-            w.stride(1),
-            y.stride(0),
-            y.stride(1),
-            BM=64,
-            BN=64,
-            BK=32,
-        )
+        linear_bias_relu_kernel[grid](x, w, self.bias, y, M, N, K, x.stride(0), x.stride(1), w.stride(0),
+                                      w.stride(1), y.stride(0), y.stride(1), BM=64, BN=64, BK=32)
         return y

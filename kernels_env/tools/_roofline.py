@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -223,7 +224,7 @@ def _copy_gbps(torch) -> float:
     from ..timing import copy_seconds
 
     n = 512 * 1024 * 1024
-    s = sorted(copy_seconds("cuda", n, iters=10))[5]  # the median: what a good kernel can expect to reach
+    s = statistics.median(copy_seconds("cuda", n, iters=10))  # what a good kernel can expect to reach
     return round(2 * n / s / 1e9, 1)
 
 

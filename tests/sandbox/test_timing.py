@@ -61,3 +61,18 @@ def test_phase_clock_accumulates_repeated_labels():
     assert phases["trial"] >= 0.02 and phases["load"] >= 0.01
     clock.start("load")
     assert clock.stop().keys() == {"load"}
+
+
+def test_request_profiler_is_optional_and_never_fatal(tmp_path, monkeypatch):
+    from kernels_env import worker
+
+    monkeypatch.delenv(worker.PROFILE_DIR, raising=False)
+    assert worker._request_profiler() is None
+    monkeypatch.setenv(worker.PROFILE_DIR, str(tmp_path / "prof"))
+    profiler = worker._request_profiler()
+    assert profiler is not None and (tmp_path / "prof").is_dir()
+    profiler.disable()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv(worker.PROFILE_DIR, str(blocker / "prof"))  # a directory cannot be made under a file
+    assert worker._request_profiler() is None
