@@ -8,9 +8,10 @@ import importlib.metadata
 import json
 import platform
 import re
-import subprocess
 import time
 from pathlib import Path
+
+from kernels_env.host.environment import cuda_driver_api, nvidia_smi
 
 PACKAGES = (
     "jax",
@@ -40,21 +41,11 @@ def env_info() -> dict:
             info["versions"][pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             info["versions"][pkg] = None
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-        if out.returncode == 0 and out.stdout.strip():
-            name, driver, mem = (s.strip() for s in out.stdout.strip().splitlines()[0].split(","))
-            info.update(gpu=name, driver=driver, gpu_memory=mem)
-        head = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20).stdout
-        if "CUDA Version:" in head:
-            info["cuda_driver_api"] = head.split("CUDA Version:")[1].split()[0]
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        info.setdefault("gpu", None)
+    smi = nvidia_smi("name", "driver_version", "memory.total")
+    if smi:
+        info.update(gpu=smi["name"], driver=smi["driver_version"], gpu_memory=smi["memory.total"])
+    info.setdefault("gpu", None)
+    info["cuda_driver_api"] = cuda_driver_api()
     return info
 
 

@@ -45,30 +45,27 @@ from _models_bench import (  # noqa: E402
     write_json,
 )
 
-FULL = dict(
-    vocab_size=151936,
-    hidden_size=896,
-    intermediate_size=4864,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-    max_position_embeddings=32768,
-    rope_theta=1_000_000.0,
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=True,
-)
-TINY = dict(
+# The shapes as transformers configs: the peer builds its model from them, we load that checkpoint.
+TINY_OVERRIDES = dict(
     vocab_size=1024,
     hidden_size=64,
     intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    head_dim=16,
     max_position_embeddings=1024,
-    rope_theta=1_000_000.0,
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=True,
+    eos_token_ids=(0,),
+    pad_token_id=0,
 )
+
+
+def hf_shape(tiny: bool) -> dict:
+    """Qwen2.5-0.5B's shape (``models.qwen2_0_5b_config``) or a tiny model of the same family."""
+    from models import config_to_hf, qwen2_0_5b_config
+
+    return config_to_hf(qwen2_0_5b_config(**(TINY_OVERRIDES if tiny else {})))
+
 
 # Our configurations: name -> (DecodeConfig overrides of the library default, prefill attention or None for
 # --attention). "default" is what models.Sampler does out of the box (on this GPU: fused q/k/v, the fused
@@ -99,7 +96,7 @@ def phase_build(args) -> dict:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    shape = TINY if args.tiny else FULL
+    shape = hf_shape(args.tiny)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     t = time.perf_counter()

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="judge_profile_"))
     os.environ["KERNELS_ENV_PROFILE_DIR"] = str(work / "prof")
     from kernels_env.client import SandboxClient
-    from kernels_env.config import JudgeConfig, SandboxConfig
+    from kernels_env.rules.config import JudgeConfig, SandboxConfig
 
     judge = JudgeConfig(policy=args.policy, baselines=["eager"])
     with SandboxClient(SandboxConfig(device=args.device, cache_dir=str(work / "cache"))) as sandbox:

@@ -48,6 +48,8 @@ RESULT_PREFIX = "RESULT "
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from kernels_env.host.environment import nvidia_smi  # noqa: E402
+
 
 def log(msg: str) -> None:
     print(f"[sandbox_throughput {time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -75,23 +77,14 @@ def load_module(path: Path, name: str):
 
 
 def stats(values: list[float]) -> dict:
-    """median, quartiles, IQR, spread (IQR/median), min, mean, count of a sample."""
+    """The sandbox's own sample statistics (``kernels_env.judge.timing.summarize``) plus spread (IQR/median),
+    unit-free keys (the values here are seconds as often as milliseconds)."""
+    from kernels_env.judge.timing import summarize  # imports torch: only when a sample is summarised
+
     if not values:
         return {"count": 0}
-    xs = sorted(values)
-    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
-    med = statistics.median(xs)
-    return {
-        "count": len(xs),
-        "median": med,
-        "q1": q[0],
-        "q3": q[2],
-        "iqr": q[2] - q[0],
-        "spread": (q[2] - q[0]) / med if med else None,
-        "min": xs[0],
-        "max": xs[-1],
-        "mean": statistics.fmean(xs),
-    }
+    s = {k.removesuffix("_ms"): v for k, v in summarize(values).items()}
+    return {**s, "spread": s["iqr"] / s["median"] if s["median"] else None}
 
 
 # --- worker process: build solutions (and check them) ------------------------------------------------------
@@ -343,11 +336,11 @@ def summarize_compile(out: dict) -> dict:
 
 
 def time_callable(fn: Callable, input_sets: list, iters: int, warmup: int) -> dict:
-    """The sandbox's own timer (kernels_env.timing: cold L2, GPU spin before start, stream/device clocks,
-    rotated inputs) for exactly ``iters`` calls, in this module's stats format (milliseconds)."""
+    """The sandbox's own timer (kernels_env.judge.timing: cold L2, GPU spin before start, stream/device
+    clocks, rotated inputs) for exactly ``iters`` calls, in this module's stats format (milliseconds)."""
     import torch
 
-    from kernels_env.timing import time_callable as judge_timer
+    from kernels_env.judge.timing import time_callable as judge_timer
 
     timing = {"warmup_iters": warmup, "min_iters": iters, "max_iters": iters, "target_time_s": 0.0}
     t = judge_timer(fn, input_sets, {**timing, "l2_flush": True}, torch.device("cuda"))
@@ -374,7 +367,7 @@ def step_spread(args) -> dict:
     out: dict = {
         "iters": args.iters,
         "input_sets": args.input_sets,
-        "timer": "kernels_env.timing",
+        "timer": "kernels_env.judge.timing",
         "tasks": {},
     }
     for task in list_tasks(args.tasks):
@@ -476,7 +469,7 @@ def make_candidate(task: str, nonce: str, directory: Path) -> Path:
 def step_e2e(args) -> dict:
     try:
         from kernels_env.client import SandboxClient
-        from kernels_env.config import JudgeConfig, SandboxConfig
+        from kernels_env.rules.config import JudgeConfig, SandboxConfig
     except Exception as exc:  # the sandbox is built in parallel; the compile numbers stand without it
         log(f"sandbox client not available ({type(exc).__name__}: {exc}); end-to-end step skipped")
         return {"available": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -653,10 +646,10 @@ def environment() -> dict:
             )
     except Exception as exc:
         env["torch_error"] = repr(exc)
-    smi = _run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm", "--format=csv,noheader"])
+    smi = nvidia_smi("name", "driver_version", "clocks.max.sm")
     if smi:
-        env["nvidia_smi"] = smi.splitlines()[0]
-        env["driver"] = smi.splitlines()[0].split(",")[1].strip()
+        env["nvidia_smi"] = ", ".join(smi.values())
+        env["driver"] = smi["driver_version"]
     try:
         from kernels_env.fastpath import toolchain
 

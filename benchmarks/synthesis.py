@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kernels_env.host.environment import nvidia_smi  # noqa: E402
 from research.data import SynthesisConfig, synthesize  # noqa: E402
 from research.data.config import FilterConfig, GpuFilterConfig  # noqa: E402
 from research.data.gpu_filter import make_timer  # noqa: E402
@@ -41,21 +42,10 @@ def environment() -> dict:
         if torch.cuda.is_available():
             env["gpu"] = torch.cuda.get_device_name()
             env["cuda"] = torch.version.cuda
-            env["driver"] = _driver()
+            env["driver"] = (nvidia_smi("driver_version") or {}).get("driver_version")
     except Exception as exc:  # environment capture must never fail the benchmark
         env["torch_error"] = repr(exc)
     return env
-
-
-def _driver() -> str | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)  # fmt: skip
-        return out.stdout.strip() or None
-    except Exception:
-        return None
 
 
 def run_cpu(args) -> dict:

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernels_env.client import SandboxClient  # noqa: E402
-from kernels_env.config import SandboxConfig  # noqa: E402
+from kernels_env.rules.config import SandboxConfig  # noqa: E402
 
 P = ROOT / "tests" / "tools" / "fixtures" / "problems"
 CASES = [  # (reference, solution): CUDA via the fast path's NVRTC kernels, and a Triton kernel

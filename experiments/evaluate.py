@@ -14,7 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import to_dataclass
-from kernels_env.config import BatchConfig
+from kernels_env.rules.config import BatchConfig
 
 
 def to_config(cfg: DictConfig, out_dir: str = ".") -> BatchConfig:
@@ -28,7 +28,7 @@ CONFIG_NAME = "config"
 
 @hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from kernels_env.batch import run_batch
+    from kernels_env.reports.batch import run_batch
 
     config = to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir)
     run_batch(config)

@@ -302,7 +302,7 @@ class WorkspaceSession:
         """The sandbox client of this session (made on first use unless one was given)."""
         if self._client is None:
             from .client import SandboxClient
-            from .config import SandboxConfig
+            from .rules.config import SandboxConfig
 
             self._client = SandboxClient(self._config or SandboxConfig())
         return self._client

@@ -21,7 +21,7 @@ FORBIDDEN = {
     "experiments": set(),
 }
 # research speaks to the sandbox only through these modules.
-RESEARCH_MAY_USE = {"kernels_env.client", "kernels_env.protocol"}
+RESEARCH_MAY_USE = {"kernels_env.client", "kernels_env.rules.messages"}
 
 
 def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
@@ -90,14 +90,78 @@ def test_checker_catches_crossings():
     ]
     assert not violations("kernels_env", "from ..models import policy", "kernels_env.sub.x")
     assert violations("models", "from omegaconf import OmegaConf", "models.x")
-    assert violations("research", "from kernels_env.worker import run", "research.x") == [
-        "kernels_env.worker",
-        "kernels_env.worker.run",
+    assert violations("research", "from kernels_env.runtime.worker import run", "research.x") == [
+        "kernels_env.runtime.worker",
+        "kernels_env.runtime.worker.run",
     ]
     assert not violations("research", "from kernels_env.client import SandboxClient", "research.x")
     assert not violations("research", "from kernels_env import client", "research.x")
     assert violations("research", "from kernels_env import worker", "research.x") == ["kernels_env.worker"]
     assert not violations("kernels_env", "import torch\nfrom . import protocol", "kernels_env.x")
+
+
+# The sandbox's internal layering (kernels_env/__init__.py): each part imports only the parts listed for it.
+# Top-level modules (client, session, __main__) are parts of their own name.
+KERNELS_ENV_LAYERS = {
+    "rules": set(),
+    "host": {"rules"},
+    "fastpath": {"host", "rules"},
+    "guard": {"rules", "host"},
+    "judge": {"rules", "host", "guard", "fastpath"},
+    "tools": {"rules", "host", "guard", "fastpath", "judge"},
+    "runtime": {"rules", "host", "guard", "fastpath", "judge", "tools"},
+    "session": {"rules", "host", "tools", "client"},
+    "client": {"rules", "host", "judge", "runtime", "tools"},
+    "reports": {"rules", "host", "guard", "judge", "client"},
+    "cli": {"rules", "host", "judge", "runtime", "tools", "client", "session", "reports"},
+    "__main__": {"cli"},
+}
+
+
+def _part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "kernels_env" and len(parts) > 1 else None
+
+
+def layering_violations(source: str, module: str, is_package: bool = False) -> list[str]:
+    """Imports of another kernels_env part that the module's own part may not use."""
+    own = _part(module)
+    if own is None:
+        return []
+    allowed = KERNELS_ENV_LAYERS[own] | {own}
+    return sorted(
+        name
+        for name in imported_modules(source, module, is_package)
+        if _part(name) is not None and _part(name) not in allowed and name != "kernels_env"
+    )
+
+
+def test_kernels_env_parts_are_all_layered():
+    parts = {p.name if p.is_dir() else p.stem for p in (ROOT / "kernels_env").iterdir()}
+    parts = {p for p in parts if not p.startswith((".", "_")) or p == "__main__"}
+    assert parts - {"__pycache__"} == set(KERNELS_ENV_LAYERS), "a new kernels_env part needs a layering rule"
+
+
+def test_kernels_env_internal_layering():
+    problems = {}
+    for path, module, is_package in _modules("kernels_env"):
+        bad = layering_violations(path.read_text(), module, is_package)
+        if bad:
+            problems[str(path.relative_to(ROOT))] = bad
+    assert not problems, f"layering violations (see KERNELS_ENV_LAYERS): {problems}"
+
+
+def test_layering_checker_catches_crossings():
+    assert layering_violations("from ..judge import harness", "kernels_env.rules.config") == [
+        "kernels_env.judge",
+        "kernels_env.judge.harness",
+    ]
+    assert layering_violations("from ..client import SandboxClient", "kernels_env.judge.loader")
+    assert layering_violations("from ..runtime.supervisor import Worker", "kernels_env.judge.harness")
+    assert layering_violations("from ..judge.loader import load", "kernels_env.guard._checks")
+    assert layering_violations("from ..cli.audit import run", "kernels_env.reports.audit")
+    assert not layering_violations("from ..rules.result import CORRECT", "kernels_env.judge.harness")
+    assert not layering_violations("from . import compare", "kernels_env.judge", is_package=True)
 
 
 def test_kernels_env_never_loads_jax_at_runtime():

@@ -99,7 +99,7 @@ def test_every_sweep_preset_composes(sweep):
 
 
 def test_wrong_config_gets_a_clear_error():
-    from kernels_env.config import BatchConfig
+    from kernels_env.rules.config import BatchConfig
 
     with pytest.raises(ConfigError, match="BatchConfig"):
         to_dataclass(BatchConfig, {"no_such_key": 1})

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         modules[name] = module
         module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
     args = parser.parse_args(argv)
-    from ..supervisor import SandboxError
+    from ..runtime.supervisor import SandboxError
 
     try:
         return modules[args.command].run(args)

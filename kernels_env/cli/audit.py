@@ -1,5 +1,5 @@
 """``audit``: flag degenerate problems (constant outputs, zeros or a constant passing, insensitivity to inputs
-or weights) with reasons; see ``kernels_env.audit``."""
+or weights) with reasons; see ``kernels_env.reports.audit``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit import run as audit
+    from ..reports.audit import run as audit
 
     return audit(args)

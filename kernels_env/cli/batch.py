@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..batch import run_batch
-from ..config import BatchConfig
+from ..reports.batch import run_batch
+from ..rules.config import BatchConfig
 from .common import add_judge_arguments, add_sandbox_arguments, judge_config, sandbox_config
 
 HELP = "judge a directory of solutions (<problem>[__variant].py or <problem>/ workspaces): JSONL + summary"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import JudgeConfig, SandboxConfig
+from ..rules.config import JudgeConfig, SandboxConfig
 
 
 def add_sandbox_arguments(p: argparse.ArgumentParser) -> None:

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from ..host.cuda import cuda_home, find_cuda_tool
+
 DEFAULT_ARCH = "sm_90"
 ARCH_ENV = "KERNELS_ENV_CUDA_ARCH"
 # Environment variables that change what nvcc produces, so they belong in the cache key.
@@ -33,30 +35,8 @@ _HEADERS = {
 }
 
 
-@functools.cache
-def cuda_home() -> str | None:
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        path = os.environ.get(var)
-        if path and os.path.isdir(path):
-            return path
-    candidates = ["/usr/local/cuda"]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
-    for path in candidates:
-        if os.path.isfile(os.path.join(path, "include", "cuda_runtime.h")):
-            return path
-    return None
-
-
 def nvcc_path() -> str:
-    explicit = os.environ.get("KERNELS_ENV_NVCC")
-    if explicit:
-        return explicit
-    home = cuda_home()
-    if home and os.path.isfile(os.path.join(home, "bin", "nvcc")):
-        return os.path.join(home, "bin", "nvcc")
-    found = shutil.which("nvcc")
+    found = find_cuda_tool("nvcc", "KERNELS_ENV_NVCC")
     if found is None:
         raise FileNotFoundError(
             "nvcc not found: install the CUDA toolkit or set CUDA_HOME / KERNELS_ENV_NVCC"
@@ -150,10 +130,11 @@ def resolve_arch(arch: str | int | tuple | None = None) -> str:
         try:
             if torch.cuda.is_available():
                 return normalize_arch(torch.cuda.get_device_capability())
-        except (
-            Exception
-        ):  # a broken driver must not stop a build; the default arch is still right on H100/H200
-            pass
+        except Exception as exc:  # never guess: a wrong arch builds kernels that cannot run on this GPU
+            raise RuntimeError(
+                f"cannot read this GPU's compute capability ({type(exc).__name__}: {exc}); "
+                f"set {ARCH_ENV} (for example sm_90) to build for a given architecture"
+            ) from exc
     return DEFAULT_ARCH
 
 

@@ -5,8 +5,8 @@ PyTorch at the function and dispatch levels, poisons fresh memory, audits the pr
 census, watches threads, streams, launch errors, global torch state and introspection, and raises
 ``GuardViolation`` (check name + evidence) when a rule is broken. ``check_outputs`` and friends judge what the
 forward returned; ``Integrity`` and ``TorchGlobalState`` protect timer/checker code and precision flags
-around timing. The judge (``kernels_env.enforce``, used by the run worker) calls all of it in the order of
-docs/reward_hacks.md, "The judge's pipeline".
+around timing. The judge (``kernels_env.judge.enforce``, used by the run worker) calls all of it in the
+order of docs/reward_hacks.md, "The judge's pipeline".
 
 May import: the standard library, torch, numpy, psutil; triton/cupy only when a solution already loaded them.
 Must never import: jax, flax, optax, orbax, ``models``, ``research``, ``experiments``, hydra, omegaconf.
@@ -22,17 +22,14 @@ from ._outputs import (
     determinism_violations,
     poisoned_output_violations,
 )
-from ._policy import GUARD_RULES, GuardRules, get_rules, register_rules
 from ._speed import roofline_floor_s, speed_violations
 from ._state import Integrity, TorchGlobalState
 from ._threads import ThreadSnapshot, thread_violations
 
 __all__ = [
     "ALL_CHECKS",
-    "GUARD_RULES",
     "Census",
     "Guard",
-    "GuardRules",
     "GuardViolation",
     "Integrity",
     "KernelLaunch",
@@ -45,14 +42,12 @@ __all__ = [
     "classify_kernel",
     "constant_output_violation",
     "determinism_violations",
-    "get_rules",
     "load_guard",
     "poison_free_cuda_memory",
     "poison_tensor",
     "poisoned_count",
     "poisoned_output_violations",
     "policy_guard",
-    "register_rules",
     "roofline_floor_s",
     "speed_violations",
     "thread_violations",

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 from torch.autograd.profiler import record_function
 
-from . import _checks
-from ._policy import (
+from ..rules.operators import (
     ALLOC,
     ALLOC_INIT,
     BLAS,
@@ -32,8 +31,9 @@ from ._policy import (
     MEMCPY_H2D,
     TORCH_KERNEL,
     TORCH_NAMESPACES,
-    GuardRules,
 )
+from ..rules.policies import Policy
+from . import _checks
 
 _INDUCTOR = re.compile(r"^(void )?triton_(poi|red|per|tem|for|mm|bmm|conv|unk|sort|scan)_")
 _CUPY_BUILTIN = re.compile(r"^(void )?cupy_")
@@ -209,7 +209,7 @@ class TritonInterpreterCounter:
         return Census("triton-interpreter", list(self.launches))
 
 
-def census_violations(census: Census, rules: GuardRules) -> list[_checks.Violation]:
+def census_violations(census: Census, rules: Policy) -> list[_checks.Violation]:
     out: list[_checks.Violation] = []
     counts = census.counts()
     if rules.forbid_d2h and counts.get(MEMCPY_D2H):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..policies import PolicyViolation
+from ..rules.policies import PolicyViolation
 
 # Dispatch-level interception (catalogue #1, #2, #14).
 FORBIDDEN_OP = "forbidden_op"  # PyTorch compute the policy does not allow

@@ -2,7 +2,7 @@
 
 - TorchDispatchMode sees every ATen operator after decomposition, whoever called it: Python (``torch.*``,
   ``@``, tensor methods, ``F.*``, ``nn`` layers) and C++ (``torch::`` compute inside a load_inline extension).
-  Each call is judged by the policy (``GuardRules.decide``); a forbidden call is recorded and raised *before*
+  Each call is judged by the policy (``Policy.decide``); a forbidden call is recorded and raised *before*
   it runs, so a candidate that catches the error gains nothing and still fails. Fresh ``empty*`` results are
   poisoned; writes into the judge's input tensors are caught here too.
 - TorchFunctionMode sees the Python torch API. It tells Python calls (``origin='python'``) from compiled
@@ -22,10 +22,10 @@ from torch.autograd.profiler import record_function
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..rules.operators import ALLOWED, FORBIDDEN, HOST_ESCAPE, POISONED_ALLOC, RAW_MEMORY
 from . import _checks
 from ._frames import REFERENCE, RUNTIME, describe
 from ._memory import poison_tensor
-from ._policy import ALLOWED, FORBIDDEN, HOST_ESCAPE, POISONED_ALLOC, RAW_MEMORY
 
 if TYPE_CHECKING:
     from ._guard import Guard

@@ -23,7 +23,8 @@ JUDGE = "judge"  # kernels_env outside the fast path, including this guard
 STDLIB = "stdlib"
 LIBRARY = "library"  # any other installed package
 
-_PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../kernels_env
+# .../kernels_env: every module of the sandbox is judge code (protected from writes, never the candidate's)
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _package_dir(name: str) -> str | None:
@@ -61,13 +62,13 @@ class FrameClassifier:
         import torch
 
         self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-        runtime = [os.path.join(_PKG_ROOT, "fastpath") + os.sep]
+        runtime = [os.path.join(PACKAGE_DIR, "fastpath") + os.sep]
         for name in ("triton", "cupy", "cupy_backends", "cupyx"):
             spec_dir = _package_dir(name)
             if spec_dir:
                 runtime.append(spec_dir)
         self._runtime = tuple(runtime)
-        self._judge = _PKG_ROOT + os.sep
+        self._judge = PACKAGE_DIR + os.sep
         self._stdlib = _stdlib_dirs()
         self._site = _site_dirs()
 

@@ -20,13 +20,14 @@ from torch.autograd.profiler import record_function
 from torch.overrides import _get_current_function_mode_stack
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
+from ..rules.policies import Policy, get_policy
 from . import _checks
 from ._census import TritonInterpreterCounter, census_from_profiler, census_violations
 from ._checks import GuardViolation, Violation
 from ._dispatch import DispatchMode, FunctionMode, _storage_key, module_pre_hook
 from ._frames import FrameClassifier
 from ._memory import poison_free_cuda_memory
-from ._policy import GuardRules, get_rules
+from ._outputs import tensors
 from ._state import Integrity, TorchGlobalState
 from ._threads import ThreadSnapshot, thread_violations
 from ._trace import trace_violations, unguarded_violations
@@ -74,16 +75,6 @@ def warm_up_profiler(cuda: bool | None = None) -> None:
     _WARM.add(cuda)
 
 
-def _flat_tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _flat_tensors(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _flat_tensors(o)]
-    return []
-
-
 def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -120,7 +111,7 @@ class Guard:
         device: torch.device | str | None = None,
         trace_exceptions: bool = True,
     ):
-        self.rules: GuardRules = get_rules(policy)
+        self.rules: Policy = get_policy(policy)
         self.inputs = list(inputs)
         refs = (
             reference
@@ -157,7 +148,7 @@ class Guard:
         self.dispatch_mode = DispatchMode(self)
 
     def _infer_device(self) -> torch.device:
-        for t in _flat_tensors(self.inputs):
+        for t in tensors(self.inputs):
             return t.device
         return torch.device("cpu")
 
@@ -185,7 +176,7 @@ class Guard:
         return out
 
     def watch_output(self, out: Any) -> Any:
-        self._outputs = _flat_tensors(out)
+        self._outputs = tensors(out)
         return out
 
     def __enter__(self) -> Guard:
@@ -197,9 +188,9 @@ class Guard:
             self.integrity = Integrity.capture()
         self._state0 = TorchGlobalState.capture()
         before_profiler = ThreadSnapshot.capture()
-        tensors = [t for t in _flat_tensors(self.inputs) if t.device.type != "meta"]
-        self._input_copies = [(t, t.detach().clone()) for t in tensors]
-        self.input_storages = {k for k in (_storage_key(t) for t in tensors) if k is not None}
+        inputs = [t for t in tensors(self.inputs) if t.device.type != "meta"]
+        self._input_copies = [(t, t.detach().clone()) for t in inputs]
+        self.input_storages = {k for k in (_storage_key(t) for t in inputs) if k is not None}
         if self.cuda:
             from ._cuda import clear_last_errors
 
@@ -365,7 +356,7 @@ class TimingAudit:
     def __init__(
         self, policy: object = "strict", device: torch.device | str | None = None, census: bool = True
     ):
-        self.rules = get_rules(policy)
+        self.rules = get_policy(policy)
         dev = torch.device(device) if device is not None else torch.device("cpu")
         self.cuda = dev.type == "cuda" and torch.cuda.is_available()
         self.census_enabled = census
@@ -396,7 +387,7 @@ class TimingAudit:
 def policy_guard(policy: object = "strict", **options: Any) -> Guard:
     """The judge's entry point: ``with policy_guard(policy, inputs=...) as g: out = g(model, *inputs)``.
 
-    ``policy``: a policy name, ``GuardRules``, or the judge's policy object (looked up by ``.name``).
+    ``policy``: a policy name, ``Policy``, or the judge's policy object (looked up by ``.name``).
     Options (all optional): ``inputs`` (the tensors passed to forward: mutation checks), ``reference`` (the
     reference Model instance/class: calling it is a violation), ``reference_paths`` (problem files: their
     code must not run inside forward, and they are write-protected), ``candidate_paths`` (the solution's

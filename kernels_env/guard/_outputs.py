@@ -35,10 +35,21 @@ def _structure(obj: Any) -> Any:
     return "T" if isinstance(obj, _Tensor) else type(obj).__name__
 
 
-def _leaves(obj: Any) -> list[Any]:
-    if type(obj) in (tuple, list):
-        return [x for o in obj for x in _leaves(o)]
+def leaves(obj: Any, exact: bool = True) -> list[Any]:
+    """The leaves of nested tuples and lists, in order. ``exact`` (a candidate's output): only the real
+    ``tuple``/``list`` types are opened, so a subclass cannot change what is iterated; otherwise (the
+    judge's own values: references, inputs) subclasses such as ``torch.return_types`` and dict values are
+    opened too."""
+    if type(obj) in (tuple, list) if exact else isinstance(obj, (tuple, list)):
+        return [x for o in obj for x in leaves(o, exact)]
+    if not exact and isinstance(obj, dict):
+        return [x for o in obj.values() for x in leaves(o, exact)]
     return [obj]
+
+
+def tensors(obj: Any) -> list[torch.Tensor]:
+    """Every tensor in a nested structure of the judge's own values (``leaves(obj, exact=False)``)."""
+    return [x for x in leaves(obj, exact=False) if isinstance(x, _Tensor)]
 
 
 def _storage_ptr(t: torch.Tensor) -> int | None:
@@ -62,7 +73,7 @@ def check_outputs(
                 {"structure": True},
             )
         ]
-    refs, cands = _leaves(reference), _leaves(candidate)
+    refs, cands = leaves(reference), leaves(candidate)
     if len(refs) != len(cands):
         return [
             Violation(
@@ -71,7 +82,7 @@ def check_outputs(
                 {"structure": True},
             )
         ]
-    input_ptrs = {_storage_ptr(t) for t in _leaves(list(inputs)) if type(t) is _Tensor} - {None, 0}
+    input_ptrs = {_storage_ptr(t) for t in leaves(list(inputs)) if type(t) is _Tensor} - {None, 0}
     out: list[Violation] = []
     for i, (r, c) in enumerate(zip(refs, cands)):
         if type(r) is not _Tensor:
@@ -150,7 +161,7 @@ def check_outputs(
 
 
 def poisoned_output_violations(candidate: Any) -> list[Violation]:
-    for i, c in enumerate(_leaves(candidate)):
+    for i, c in enumerate(leaves(candidate)):
         if type(c) is _Tensor and c.device.type != "meta":
             n, first = poisoned_count(c)
             if n:
@@ -168,7 +179,7 @@ def poisoned_output_violations(candidate: Any) -> list[Violation]:
 def determinism_violations(first: Any, second: Any, atol: float, rtol: float) -> list[Violation]:
     """Same inputs twice: NaN positions must match and values agree within the tolerance (bitwise
     differences from atomics are allowed and only reported as evidence)."""
-    for i, (a, b) in enumerate(zip(_leaves(first), _leaves(second))):
+    for i, (a, b) in enumerate(zip(leaves(first), leaves(second))):
         if type(a) is not _Tensor or type(b) is not _Tensor or a.shape != b.shape:
             continue
         a64, b64 = a.detach().double(), b.detach().double()
@@ -195,7 +206,7 @@ def _real(t: torch.Tensor) -> torch.Tensor:
 def constant_output_violation(candidate: Any, reference: Any, atol: float, rtol: float) -> Violation | None:
     """A candidate output that is constant (one value everywhere) where the reference's is not. Computed on
     the outputs' device (one synchronisation per output; a copy to the host cost seconds for large ones)."""
-    for i, (c, r) in enumerate(zip(_leaves(candidate), _leaves(reference))):
+    for i, (c, r) in enumerate(zip(leaves(candidate), leaves(reference))):
         if type(c) is not _Tensor or type(r) is not _Tensor or c.device.type == "meta":
             continue
         if c.numel() < 2 or not (c.is_floating_point() or c.is_complex()):

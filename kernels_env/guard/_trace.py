@@ -15,8 +15,9 @@ import functools
 
 import torch
 
+from ..rules.operators import ALLOWED, META, NEUTRAL_NAMESPACES, TORCH_NAMESPACES, VIEW
+from ..rules.policies import Policy
 from . import _checks
-from ._policy import ALLOWED, META, NEUTRAL_NAMESPACES, TORCH_NAMESPACES, VIEW, GuardRules
 
 _DISPATCH_MODE_EVENT = "PythonDispatchMode"
 
@@ -65,7 +66,7 @@ def trace_violations(
     events,
     marker: str,
     internal_marker: str,
-    rules: GuardRules,
+    rules: Policy,
     expected_marks: int,
     constructor_marker: str = "",
 ) -> list[_checks.Violation]:
@@ -155,7 +156,7 @@ def trace_violations(
     return out
 
 
-def unguarded_violations(events, rules: GuardRules, runtime_marker: str = "") -> list[_checks.Violation]:
+def unguarded_violations(events, rules: Policy, runtime_marker: str = "") -> list[_checks.Violation]:
     """For calls made with no interception at all (the timing phase): PyTorch compute the policy forbids.
 
     Origin cannot be told apart here, so policy rules for compiled code apply (lenient for ``cuda_agent``).

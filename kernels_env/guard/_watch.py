@@ -6,7 +6,7 @@ collector to find the judge's tensors (catalogue #14), reads raw memory through 
 problem files: catalogue #15), spawns processes during forward, or forks itself. Only calls made directly by
 candidate code count, so libraries that introspect for their own reasons (logging, torch, Triton) are not
 blamed.
-Opening the judge's protocol descriptors (``kernels_env.protocol.CHANNEL_FDS``, by number or through
+Opening the judge's protocol descriptors (``kernels_env.rules.messages.CHANNEL_FDS``, by number or through
 ``/proc/*/fd``, ``/dev/fd``) is ``protocol_forgery``; opening ``/proc/*/mem`` is ``introspection``, whoever
 calls it.
 
@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterable
 from types import FrameType
 
-from .. import protocol
+from ..rules import messages
 from . import _checks
 from ._frames import CANDIDATE, JUDGE, REFERENCE, RUNTIME, STDLIB, TORCH, FrameClassifier, describe
 
@@ -270,7 +270,7 @@ class Watch:
     def _channel_or_memory(self, path) -> bool:
         """Opening the judge's reply channel or this process's memory: refused, whoever asks."""
         if isinstance(path, int):
-            hit = path in protocol.CHANNEL_FDS
+            hit = path in messages.CHANNEL_FDS
             what = f"file descriptor {path}"
         elif isinstance(path, (str, bytes)):
             text = os.fsdecode(path)
@@ -282,7 +282,7 @@ class Watch:
                 )
                 return True
             m = _FD_PATH.match(text)
-            hit = bool(m) and int(m.group(1)) in protocol.CHANNEL_FDS
+            hit = bool(m) and int(m.group(1)) in messages.CHANNEL_FDS
             what = text
         else:
             return False

@@ -1,5 +1,6 @@
 """The reference and the candidate as the tools see them, loaded by the sandbox's own loader
-(``kernels_env.loader``) and fed by its input generator (``kernels_env.inputs``), so a tool imports, builds
+(``kernels_env.judge.loader``) and fed by its input generator (``kernels_env.judge.inputs``), so a tool
+imports, builds
 and runs a candidate exactly as the final evaluation will. Only ever called inside a sandbox process.
 """
 
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import loader
-from ..loader import LoadError, ProblemError
+from ..judge import loader
+from ..judge.loader import LoadError, ProblemError
 from ._context import ToolError
 
 SOLUTION_FILE = "model_new.py"
@@ -126,6 +127,6 @@ def build_model(problem: loader.Problem, cls: type, device: Any, seed: int = 0) 
 
 def task_inputs(problem: loader.Problem, device: Any, seed: int = 0) -> list:
     """The task's forward arguments, from the harness's own input generator."""
-    from ..inputs import make_inputs
+    from ..judge.inputs import make_inputs
 
     return make_inputs(problem, seed, "random", device)

@@ -12,10 +12,8 @@ from __future__ import annotations
 import csv
 import glob
 import io
-import os
-import shutil
-from pathlib import Path
 
+from ..host.cuda import find_cuda_tool
 from ._resources import short_kernel_name
 
 NVTX_RANGE = "kernels_env_profile"
@@ -92,15 +90,8 @@ _SCALE = {
 
 def find_ncu() -> str | None:
     """``$KERNELS_ENV_NCU``, ``ncu`` on PATH, the CUDA toolkit's, or the newest /opt/nvidia/nsight-compute."""
-    env = os.environ.get("KERNELS_ENV_NCU")
-    if env and Path(env).exists():
-        return env
-    found = shutil.which("ncu")
-    if found:
-        return found
-    candidates = ["/usr/local/cuda/bin/ncu", *sorted(glob.glob("/usr/local/cuda-*/bin/ncu"), reverse=True)]
-    candidates += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
-    return next((c for c in candidates if Path(c).exists()), None)
+    nsight = sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
+    return find_cuda_tool("ncu", "KERNELS_ENV_NCU", nsight)
 
 
 def ncu_command(

@@ -3,7 +3,8 @@
 Response: {"protocol": 1, "tool", "ok", "result" (structured JSON), "text" (short, for the agent),
            "error" (str|None), "elapsed_s", "truncated" (bool)}
 In-process, the deadline bounds every external command a tool starts (nvcc, ncu, compute-sanitizer); the
-worker hosting the call enforces the hard limit by killing it (``_serve``, ``kernels_env.supervisor``).
+worker hosting the call enforces the hard limit by killing it (``_serve``,
+``kernels_env.runtime.supervisor``).
 """
 
 from __future__ import annotations

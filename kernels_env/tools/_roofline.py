@@ -41,6 +41,8 @@ def count_reference(ref_mod, device: str = "meta") -> dict:
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import flop_registry
 
+    from ..guard._outputs import tensors
+
     with torch.device(device):
         torch.manual_seed(0)
         model = ref_mod.Model(*ref_mod.get_init_inputs())
@@ -59,8 +61,8 @@ def count_reference(ref_mod, device: str = "meta") -> dict:
             out = func(*args, **kwargs)
             if _is_view(func):
                 return out
-            tin = [t for t in _tensors((args, kwargs))]
-            tout = [t for t in _tensors(out)]
+            tin = tensors((args, kwargs))
+            tout = tensors(out)
             for t in tin:
                 if _sid(t) in params:
                     seen_params.add(_sid(t))
@@ -87,9 +89,9 @@ def count_reference(ref_mod, device: str = "meta") -> dict:
 
     with torch.no_grad(), Counter():
         out = model(*inputs)
-    in_bytes = sum(_nbytes(t) for t in _tensors(inputs))
+    in_bytes = sum(_nbytes(t) for t in tensors(inputs))
     param_bytes = sum(_nbytes(params[s]) for s in seen_params)
-    out_bytes = sum(_nbytes(t) for t in _tensors(out))
+    out_bytes = sum(_nbytes(t) for t in tensors(out))
     return {
         "matmul_flops": state["matmul_flops"],
         "other_flops": state["other_flops"],
@@ -116,19 +118,6 @@ def _nbytes(t) -> int:
         return min(n, t.untyped_storage().nbytes())  # broadcast (stride-0) views read their storage once
     except Exception:  # noqa: BLE001
         return n
-
-
-def _tensors(obj):
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _tensors(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from _tensors(o)
 
 
 def _is_view(func) -> bool:
@@ -221,7 +210,7 @@ def _time_ms(torch, fn, iters: int) -> float:
 
 
 def _copy_gbps(torch) -> float:
-    from ..timing import copy_seconds
+    from ..judge.timing import copy_seconds
 
     n = 512 * 1024 * 1024
     s = statistics.median(copy_seconds("cuda", n, iters=10))  # what a good kernel can expect to reach

@@ -16,10 +16,9 @@ location line comes in several shapes, all handled here::
 from __future__ import annotations
 
 import glob
-import os
 import re
-import shutil
-from pathlib import Path
+
+from ..host.cuda import find_cuda_tool
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 _PREFIX = re.compile(r"^=========\s?")
@@ -54,18 +53,9 @@ _SKIPPED = re.compile(r"([\d,]+) errors? (?:were|was) skipped")
 
 
 def find_sanitizer() -> str | None:
-    env = os.environ.get("KERNELS_ENV_COMPUTE_SANITIZER")
-    if env and Path(env).exists():
-        return env
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    cands = [
-        "/usr/local/cuda/bin/compute-sanitizer",
-        *sorted(glob.glob("/usr/local/cuda-*/bin/compute-sanitizer"), reverse=True),
-        *sorted(glob.glob("/usr/local/cuda*/compute-sanitizer/compute-sanitizer"), reverse=True),
-    ]
-    return next((c for c in cands if Path(c).exists()), None)
+    """``$KERNELS_ENV_COMPUTE_SANITIZER``, compute-sanitizer on PATH or in the CUDA toolkit."""
+    bundled = sorted(glob.glob("/usr/local/cuda*/compute-sanitizer/compute-sanitizer"), reverse=True)
+    return find_cuda_tool("compute-sanitizer", "KERNELS_ENV_COMPUTE_SANITIZER", bundled)
 
 
 def sanitizer_command(

@@ -7,10 +7,11 @@ vectorised (LDG.E.128/64), does the kernel spill (LDL/STL), does it use async co
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
+
+from ..host.cuda import find_cuda_tool
 
 _FUNC_CUOBJDUMP = re.compile(r"^\s*Function : (\S+)")
 _FUNC_NVDISASM = re.compile(r"^\s*\.text\.(\S+):\s*$")
@@ -122,24 +123,8 @@ def _triton_bin() -> list[str]:
 
 
 def find_cuda_binary(name: str) -> str | None:
-    """``name`` on PATH, in the CUDA toolkit the fast path uses, /usr/local/cuda*/bin, or Triton's bundled
-    bin directory."""
-    from ..fastpath.toolchain import cuda_home
-
-    path = shutil.which(name)
-    if path:
-        return path
-    home = cuda_home()
-    for root in (
-        *([f"{home}/bin"] if home else []),
-        "/usr/local/cuda/bin",
-        *sorted(map(str, Path("/usr/local").glob("cuda-*/bin"))),
-        *_triton_bin(),
-    ):
-        cand = Path(root) / name
-        if cand.exists():
-            return str(cand)
-    return None
+    """``name`` in the CUDA toolkit (``host.cuda``), else in Triton's bundled bin directory."""
+    return find_cuda_tool(name, extra=[str(Path(d) / name) for d in _triton_bin()])
 
 
 def find_disassembler() -> tuple[str, list[str]] | None:

@@ -6,7 +6,8 @@ in the response back to the names the agent knows. Two hosts:
 
 - ``serve_in_process`` (the GPU/run worker: profile, sanitize, Triton compile reports): the tool runs in the
   worker itself, exactly like an evaluation; a hang, crash, memory overrun or broken device kills and
-  replaces the worker (``kernels_env.supervisor``), the health check runs afterwards as for every request.
+  replaces the worker (``kernels_env.runtime.supervisor``), the health check runs afterwards as for every
+  request.
 - ``serve_forked`` (the compile workers: compile, roofline; GPU hidden): the tool runs in a forked child
   killed with everything it started at ``time_s`` + a grace period (``compile_stage.run_forked``).
 """
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..protocol import ToolRequest
+from ..rules.messages import ToolRequest
 from ._context import ToolError, ToolLimits
 from ._registry import error_response, run_tool
 
@@ -31,7 +32,7 @@ def grace_s(time_s: float) -> float:
 
 def _prepare(req: ToolRequest) -> tuple[dict[str, Any], dict[str, str]]:
     """The tool's arguments with the materialised paths, and {temporary prefix: the agent's name}."""
-    from ..loader import materialize
+    from ..judge.loader import materialize
 
     workdir = Path(req.workdir)
     args = {k: v for k, v in req.args.items() if k not in ("reference", "solution")}
@@ -59,7 +60,7 @@ def _unalias(value: Any, aliases: dict[str, str]) -> Any:
 
 
 def _run(req: ToolRequest) -> dict[str, Any]:
-    from ..loader import LoadError
+    from ..judge.loader import LoadError
 
     try:
         args, aliases = _prepare(req)
@@ -70,7 +71,7 @@ def _run(req: ToolRequest) -> dict[str, Any]:
 
 def serve_in_process(req: ToolRequest, progress: Callable[[str, str], None]) -> dict[str, Any]:
     """In a run worker (its stdout already goes to stderr; the worker cleans up after the request)."""
-    from ..harness import request_env
+    from ..judge.harness import request_env
 
     Path(req.workdir).mkdir(parents=True, exist_ok=True)
     progress("tool", req.tool)
@@ -80,7 +81,7 @@ def serve_in_process(req: ToolRequest, progress: Callable[[str, str], None]) -> 
 
 def serve_forked(req: ToolRequest) -> dict[str, Any]:
     """In a compile worker: a forked child, killed with its subprocesses at the time limit (+ grace)."""
-    from ..compile_stage import run_forked
+    from ..judge.compile_stage import run_forked
 
     try:
         limits = ToolLimits.from_dict(req.limits, req.tool)

@@ -1,5 +1,5 @@
-"""Adversarial input families (registered in kernels_env.inputs), problem isolation, and how the judge
-compares and reports a family (kernels_env.families)."""
+"""Adversarial input families (registered in kernels_env.judge.inputs), problem isolation, and how the judge
+compares and reports a family (kernels_env.judge.families)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import types
 import pytest
 import torch
 
-from kernels_env import adversarial as adv
-from kernels_env import families as fam
-from kernels_env.compare import compare
-from kernels_env.inputs import FAMILIES, make_inputs, problem_module
+from kernels_env.judge import adversarial as adv
+from kernels_env.judge import families as fam
+from kernels_env.judge.compare import compare
+from kernels_env.judge.inputs import FAMILIES, make_inputs, problem_module
 
 PROBLEMS = os.path.join(os.path.dirname(__file__), "..", "redteam", "problems")
 RELU = os.path.join(PROBLEMS, "relu.py")
@@ -21,8 +21,8 @@ TOL = {"float32": [1e-4, 1e-4], "float64": [1e-4, 1e-4], "float16": [1e-2, 1e-2]
 
 
 def test_every_family_is_registered_and_known_to_the_judge_settings():
-    from kernels_env.presets import DEFAULT_FAMILIES
-    from kernels_env.presets import FAMILIES as KNOWN
+    from kernels_env.rules.protocols import DEFAULT_FAMILIES
+    from kernels_env.rules.protocols import FAMILIES as KNOWN
 
     assert set(adv.ALL_FAMILIES) <= set(FAMILIES)
     assert set(KNOWN) == set(adv.ALL_FAMILIES) | {fam.INIT_ARGS}

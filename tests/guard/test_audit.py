@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-from kernels_env import audit
+from kernels_env.cli import main as cli
+from kernels_env.reports import audit
 
 PROBLEMS = os.path.join(os.path.dirname(__file__), "..", "redteam", "problems")
 DEGENERATE = os.path.join(PROBLEMS, "degenerate")
@@ -66,19 +67,19 @@ def test_broken_and_oversized_problems(tmp_path):
 
 
 def test_cli_json_and_table(capsys):
-    assert audit.main(["--problems", DEGENERATE, "--json", "--seeds", "2"]) == 0
+    assert cli(["audit", "--problems", DEGENERATE, "--json", "--seeds", "2"]) == 0
     doc = json.loads(capsys.readouterr().out)
     by_name = {p["problem"]: p for p in doc["problems"]}
     assert set(by_name) == {"input_blind.py", "tiny_scale.py", "weight_blind.py", "zero_out.py"}
     assert all(p["status"] == "flagged" for p in by_name.values())
-    assert audit.main(["--problems", DEGENERATE, "--tolerance", "1e-4"]) == 0
+    assert cli(["audit", "--problems", DEGENERATE, "--tolerance", "1e-4"]) == 0
     out = capsys.readouterr().out
     assert "zero_out.py" in out and "4 problems" in out
-    assert audit.main(["--problems", str(os.path.join(DEGENERATE, "missing_dir"))]) == 2
+    assert cli(["audit", "--problems", str(os.path.join(DEGENERATE, "missing_dir"))]) == 2
 
 
 def test_audit_is_a_subcommand_of_the_sandbox_cli(capsys):
-    """``python -m kernels_env audit`` (the CLI registry) runs ``kernels_env.audit``."""
+    """``python -m kernels_env audit`` (the CLI registry) runs ``kernels_env.reports.audit``."""
     import json
 
     from kernels_env.cli import COMMANDS, main

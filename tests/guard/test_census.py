@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernels_env.guard import _checks, census_violations, classify_kernel, get_rules
+from kernels_env.guard import _checks, census_violations, classify_kernel
 from kernels_env.guard._census import Census, KernelLaunch, census_from_profiler
-from kernels_env.guard._policy import (
+from kernels_env.rules.operators import (
     ALLOC_INIT,
     BLAS,
     CUPY_BUILTIN,
@@ -20,6 +20,7 @@ from kernels_env.guard._policy import (
     MEMCPY_H2D,
     TORCH_KERNEL,
 )  # fmt: skip
+from kernels_env.rules.policies import get_policy
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,7 @@ def _census(*launches):
 
 
 def _checks_of(census, policy):
-    return [v.check for v in census_violations(census, get_rules(policy))]
+    return [v.check for v in census_violations(census, get_policy(policy))]
 
 
 def test_strict_needs_a_custom_kernel_and_no_library():

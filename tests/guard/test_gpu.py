@@ -43,7 +43,7 @@ def test_census_classifies_real_kernels():
 
     from kernels_env.guard._census import census_from_profiler
     from kernels_env.guard._guard import _Profiler
-    from kernels_env.guard._policy import ALLOC_INIT, BLAS, CUSTOM, MEMCPY_D2H
+    from kernels_env.rules.operators import ALLOC_INIT, BLAS, CUSTOM, MEMCPY_D2H
 
     kernel = cp.RawKernel(
         r'extern "C" __global__ void my_custom_kernel(float* y) { y[threadIdx.x] = 1.f; }', "my_custom_kernel"

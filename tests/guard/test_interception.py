@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from guard_helpers import guarded
 
 from kernels_env.guard import _checks
-from kernels_env.guard._policy import STRICT, get_rules
+from kernels_env.rules.policies import POLICIES, get_policy
 
 X = torch.rand(8, 8)
 W = torch.rand(8, 8)
@@ -313,7 +313,7 @@ def test_host_escapes():
 def test_cuda_agent_gemm_only_from_compiled_code():
     _, err = guarded(lambda: torch.mm(X, W), "cuda_agent")
     assert err is not None and err.check == _checks.FORBIDDEN_OP and err.evidence["origin"] == "python"
-    rules = get_rules("cuda_agent")
+    rules = get_policy("cuda_agent")
     assert rules.decide("aten", "mm", "compiled") == "allowed"
     assert rules.decide("aten", "relu", "compiled") == "forbidden"
 
@@ -328,15 +328,16 @@ def test_kernelbench_fallback_list():
 
 
 def test_policy_lookup():
-    assert get_rules("strict") is STRICT
-    assert get_rules(STRICT) is STRICT
-
-    class JudgePolicy:
-        name = "kernelbench"
-
-    assert get_rules(JudgePolicy()).name == "kernelbench"
-    with pytest.raises(KeyError):
-        get_rules("lenient")
+    """One policy object per name, shared by the judge's rules and the guard (no copy to keep in step)."""
+    strict = POLICIES["strict"]
+    assert get_policy("strict") is strict and get_policy(strict) is strict
+    assert strict.decide("aten", "relu", "python") == "forbidden"
+    assert POLICIES["kernelbench"].decide("aten", "mm", "python") == "allowed"
+    known = "known: \\['cuda_agent', 'kernelbench', 'strict'\\]"
+    with pytest.raises(ValueError, match="unknown policy 'lenient'; " + known):
+        get_policy("lenient")
+    with pytest.raises(ValueError, match="a policy is a name or a Policy"):
+        get_policy(3)
 
 
 def test_guard_is_single_use():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernels_env.guard import _checks, roofline_floor_s, speed_violations
-from kernels_env.timing import time_callable
+from kernels_env.judge.timing import time_callable
 
 ONE_CALL = {"warmup_iters": 0, "min_iters": 1, "max_iters": 1, "target_time_s": 0.0, "l2_flush": False}
 
@@ -25,7 +25,7 @@ def test_faster_than_physics_is_rejected():
 
 
 def test_big_speedups_are_flagged_for_review():
-    from kernels_env.client import speed_review
+    from kernels_env.judge.assemble import speed_review
 
     review, notes = speed_review(
         {"eager": 3.0, "compile": 40.0, "max-autotune": None}, {"roofline_floor_ms": 0.01}
@@ -38,8 +38,8 @@ def test_the_judge_rejects_a_median_below_the_roofline():
     """The run worker's check after timing: the floor comes from the device's measured copy bandwidth."""
     from pathlib import Path
 
-    from kernels_env import enforce
     from kernels_env.guard import GuardViolation, Integrity, ThreadSnapshot, TorchGlobalState
+    from kernels_env.judge import enforce
 
     snap = enforce.WorkerSnapshot(
         torch.device("cpu"), Integrity.capture(), TorchGlobalState.capture(), ThreadSnapshot.capture(), 4e12
@@ -61,8 +61,8 @@ def test_the_judge_rejects_a_median_below_the_roofline():
 def test_default_baselines_are_strong():
     """Catalogue #17: eager, torch.compile default and max-autotune, cold L2 (flushed before every timed
     call), the same timing function and settings for the candidate and the baselines."""
-    from kernels_env.config import JudgeConfig
-    from kernels_env.presets import resolve
+    from kernels_env.rules.config import JudgeConfig
+    from kernels_env.rules.protocols import resolve
 
     s = resolve(JudgeConfig(), "cuda")
     assert s["baselines"] == ["eager", "compile", "max-autotune"] and s["timing"]["l2_flush"] is True

@@ -6,11 +6,12 @@ from types import SimpleNamespace
 
 import torch
 
-from kernels_env.guard import _checks, get_rules
+from kernels_env.guard import _checks
 from kernels_env.guard._trace import python_implemented, trace_violations, unguarded_violations
+from kernels_env.rules.policies import get_policy
 
 M = "guard::seen"
-STRICT, CUDA_AGENT, KB = get_rules("strict"), get_rules("cuda_agent"), get_rules("kernelbench")
+STRICT, CUDA_AGENT, KB = get_policy("strict"), get_policy("cuda_agent"), get_policy("kernelbench")
 
 
 def ev(name, *children):

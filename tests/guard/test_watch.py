@@ -85,13 +85,13 @@ def test_load_guard_records_without_raising_outside(tmp_path):
 
 
 def test_the_judges_reply_channel_cannot_be_opened():
-    """The worker's protocol descriptors (kernels_env.protocol.CHANNEL_FDS): by number or through /proc."""
+    """The worker's protocol descriptors (kernels_env.rules.messages.CHANNEL_FDS): by number or via /proc."""
     import os
 
-    from kernels_env import protocol
+    from kernels_env.rules import messages
 
     read_fd, write_fd = os.pipe()
-    protocol.CHANNEL_FDS.add(write_fd)
+    messages.CHANNEL_FDS.add(write_fd)
     try:
         for target in (write_fd, f"/proc/self/fd/{write_fd}", f"/dev/fd/{write_fd}"):
             w = _watch()
@@ -104,7 +104,7 @@ def test_the_judges_reply_channel_cannot_be_opened():
             pass
         assert not w.violations
     finally:
-        protocol.CHANNEL_FDS.discard(write_fd)
+        messages.CHANNEL_FDS.discard(write_fd)
         os.close(read_fd)
         os.close(write_fd)
 

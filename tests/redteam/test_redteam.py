@@ -21,8 +21,8 @@ import torch
 from redteam_catalog import PROBLEMS, SOLUTIONS, Case, all_cases
 
 from kernels_env.client import SandboxClient
-from kernels_env.config import JudgeConfig, SandboxConfig, TimingConfig
-from kernels_env.presets import DEFAULT_FAMILIES
+from kernels_env.rules.config import JudgeConfig, SandboxConfig, TimingConfig
+from kernels_env.rules.protocols import DEFAULT_FAMILIES
 
 CASES = all_cases()
 CPU_DEFAULT = [c for c in CASES if c.device == "cpu" and "slow" not in c.marks]

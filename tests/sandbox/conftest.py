@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernels_env.client import SandboxClient
-from kernels_env.config import JudgeConfig, SandboxConfig
+from kernels_env.rules.config import JudgeConfig, SandboxConfig
 
 RELU_PROBLEM = """
 import torch

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kernels_env import batch
-from kernels_env.config import BatchConfig
+from kernels_env.reports import batch
+from kernels_env.rules.config import BatchConfig
 
 
 @pytest.fixture

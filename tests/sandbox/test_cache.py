@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from kernels_env.baselines import baseline_key, cached_baselines
-from kernels_env.cache import JsonCache
+from kernels_env.host.cache import JsonCache
+from kernels_env.judge.baselines import baseline_key, cached_baselines
+from kernels_env.rules.config import JudgeConfig
+from kernels_env.rules.protocols import JudgeSettings, resolve
 
 ENV = {
     "device": "cuda",
@@ -18,7 +21,7 @@ ENV = {
     "triton": "3.6.0",
     "cpu": "x",
 }
-SETTINGS = {"allow_tf32": False, "mode": "train", "timing": {"min_iters": 20, "l2_flush": True}}
+SETTINGS = JudgeSettings.from_dict(resolve(JudgeConfig(), "cuda"))
 SPEC = [{"shape": [16, 1024], "dtype": "float32"}]
 
 
@@ -45,9 +48,9 @@ def key(**changes):
         {"mode": "compile"},
         {"input_spec": [{"shape": [16, 2048], "dtype": "float32"}]},
         {"init_spec": ["8"]},
-        {"settings": {**SETTINGS, "allow_tf32": True}},
-        {"settings": {**SETTINGS, "mode": "eval"}},
-        {"settings": {**SETTINGS, "timing": {"min_iters": 50, "l2_flush": True}}},
+        {"settings": dataclasses.replace(SETTINGS, allow_tf32=not SETTINGS.allow_tf32)},
+        {"settings": dataclasses.replace(SETTINGS, mode="eval" if SETTINGS.mode == "train" else "train")},
+        {"settings": dataclasses.replace(SETTINGS, timing={**SETTINGS.timing, "min_iters": 50})},
     ],
 )
 def test_every_dependency_changes_the_key(tmp_path, change):
@@ -93,7 +96,7 @@ def test_interrupted_write_leaves_the_old_entry(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("kernels_env.cache.os.replace", boom)
+    monkeypatch.setattr("kernels_env.host.cache.os.replace", boom)
     with pytest.raises(KeyboardInterrupt):
         cache.put(key(), {"median_ms": 5.0})
     monkeypatch.undo()

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from kernels_env.config import JudgeConfig
-from kernels_env.result import validate
+from kernels_env.rules.config import JudgeConfig
+from kernels_env.rules.result import validate
 
 from .conftest import FAST, KERNELS, LINEAR_PROBLEM, RELU_PROBLEM, RELU_TORCH, RELU_TRITON, relu_with, src
 

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from kernels_env.compile_stage import _parse_report
-from kernels_env.config import JudgeConfig
-from kernels_env.result import validate
+from kernels_env.judge.compile_stage import _parse_report
+from kernels_env.rules.config import JudgeConfig
+from kernels_env.rules.result import validate
 
 from .conftest import FAST, RELU_PROBLEM, RELU_TRITON, relu_with, src
 
@@ -117,7 +117,7 @@ if os.environ.get("KERNELS_ENV_BUILD_ONLY") == "0":
 
 def test_a_late_forged_line_never_reaches_the_next_request(client, monkeypatch):
     """A worker that wrote anything while idle is replaced before it gets the next request."""
-    from kernels_env import supervisor
+    from kernels_env.runtime import supervisor
 
     seen = []
     check = supervisor.Worker.stray_output

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kernels_env.client import SandboxClient
-from kernels_env.config import JudgeConfig, SandboxConfig, TimingConfig
-from kernels_env.result import validate
+from kernels_env.rules.config import JudgeConfig, SandboxConfig, TimingConfig
+from kernels_env.rules.result import validate
 
 from .conftest import RELU_TRITON, relu_with, src
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kernels_env.client import SandboxClient
-from kernels_env.result import validate
+from kernels_env.rules.result import validate
 
 from .conftest import FAST, RELU_PROBLEM, RELU_TRITON, cpu_config, relu_with, src
 

@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from kernels_env import policies, presets, rewards
-from kernels_env.config import JudgeConfig
-from kernels_env.result import CORRECT, FAILURES, NOT_RUN, REJECTED, STATUSES, new_result, validate
+from kernels_env.rules import policies, rewards
+from kernels_env.rules import protocols as presets
+from kernels_env.rules.config import JudgeConfig
+from kernels_env.rules.result import CORRECT, FAILURES, NOT_RUN, REJECTED, STATUSES, new_result, validate
 
 
 def speed(t0: float, t: float) -> float:
@@ -97,15 +98,14 @@ def test_bad_judge_settings_fail_before_any_work(judge, match):
 
 
 def test_policy_guard_seam_is_the_guard_in_the_judge():
-    """``policies`` alone is data plus a seam; the judge (``kernels_env.enforce``, imported by every run
+    """``policies`` alone is data plus a seam; the judge (``kernels_env.judge.enforce``, imported by every run
     worker) points the seam at the guard, and every policy has guard rules under the same name."""
     import torch
 
-    from kernels_env import enforce  # noqa: F401 - installs the enforcing factory
-    from kernels_env.guard import GUARD_RULES, GuardViolation
+    from kernels_env.guard import GuardViolation
+    from kernels_env.judge import enforce  # noqa: F401 - installs the enforcing factory
 
     assert policies.guard_enforced()
-    assert set(policies.POLICIES) <= set(GUARD_RULES)
     with pytest.raises(GuardViolation) as caught, policies.policy_guard("strict", device="cpu", census=False):
         torch.relu(torch.rand(4))
     assert isinstance(caught.value, policies.PolicyViolation) and caught.value.check == "forbidden_op"

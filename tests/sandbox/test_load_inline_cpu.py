@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernels_env.client import SandboxClient
-from kernels_env.config import JudgeConfig
+from kernels_env.rules.config import JudgeConfig
 
 from .conftest import RELU_PROBLEM, cpu_config, src
 

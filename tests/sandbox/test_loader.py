@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernels_env import build, loader
-from kernels_env.diagnostics import parse_compiler_output, trim_traceback
-from kernels_env.protocol import Source
-from kernels_env.result import COMPILE_ERROR, RUNTIME_ERROR
+from kernels_env.judge import build, loader
+from kernels_env.judge.diagnostics import parse_compiler_output, trim_traceback
+from kernels_env.rules.messages import Source
+from kernels_env.rules.result import COMPILE_ERROR, RUNTIME_ERROR
 
 NVCC_OUT = """bad.cu(3): error: identifier "y" is undefined
     x[0] = y;

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kernels_env import protocol
-from kernels_env.protocol import (
+from kernels_env.rules import messages
+from kernels_env.rules.messages import (
     PROTOCOL_VERSION,
     BaselineRequest,
     CompileRequest,
@@ -46,22 +46,22 @@ MESSAGES = [
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.kind)
 def test_round_trip(message):
-    line = protocol.encode(message)
+    line = messages.encode(message)
     assert line.endswith(b"\n") and line.count(b"\n") == 1, "one message is one line"
-    assert protocol.decode(line) == message
+    assert messages.decode(line) == message
     assert json.loads(line)["v"] == PROTOCOL_VERSION
 
 
 def test_other_version_is_a_clear_error():
-    data = json.loads(protocol.encode(Shutdown()))
+    data = json.loads(messages.encode(Shutdown()))
     data["v"] = PROTOCOL_VERSION + 1
     with pytest.raises(
         ProtocolError, match=rf"version {PROTOCOL_VERSION + 1} is not supported.*speaks version"
     ):
-        protocol.decode(json.dumps(data))
+        messages.decode(json.dumps(data))
     del data["v"]
     with pytest.raises(ProtocolError, match="version None"):
-        protocol.decode(json.dumps(data))
+        messages.decode(json.dumps(data))
 
 
 @pytest.mark.parametrize(
@@ -76,12 +76,12 @@ def test_other_version_is_a_clear_error():
 )
 def test_malformed_lines(line, match):
     with pytest.raises(ProtocolError, match=match):
-        protocol.decode(line)
+        messages.decode(line)
 
 
 def test_non_finite_floats_become_null():
-    line = protocol.encode(Reply(id="r", payload={"a": float("nan"), "b": [float("inf"), 1.0]}))
-    assert protocol.decode(line).payload == {"a": None, "b": [None, 1.0]}
+    line = messages.encode(Reply(id="r", payload={"a": float("nan"), "b": [float("inf"), 1.0]}))
+    assert messages.decode(line).payload == {"a": None, "b": [None, 1.0]}
 
 
 def test_a_source_is_text_or_files():
@@ -92,7 +92,7 @@ def test_a_source_is_text_or_files():
 
 
 def test_result_round_trip_and_schema_version():
-    from kernels_env.result import Result, new_result
+    from kernels_env.rules.result import Result, new_result
 
     data = new_result(status="incorrect", stage="correctness", problem="p", solution="s.py", error="x")
     data["messages"].append({"kind": "mismatch", "text": "t", "first_index": [0, 1]})

@@ -1,12 +1,13 @@
-"""The timing loop's noise criterion (``kernels_env.timing.stabilize``) and the run worker's phase clock."""
+"""The timing loop's noise criterion (``kernels_env.judge.timing.stabilize``) and the run worker's phase
+clock."""
 
 import itertools
 import time
 
 import pytest
 
-from kernels_env.phases import PhaseClock
-from kernels_env.timing import spread, stabilize, summarize
+from kernels_env.judge.phases import PhaseClock
+from kernels_env.judge.timing import spread, stabilize, summarize
 
 TIMING = {"min_iters": 10, "max_spread": 0.02, "stabilize_s": 5.0}
 
@@ -64,7 +65,7 @@ def test_phase_clock_accumulates_repeated_labels():
 
 
 def test_request_profiler_is_optional_and_never_fatal(tmp_path, monkeypatch):
-    from kernels_env import worker
+    from kernels_env.runtime import worker
 
     monkeypatch.delenv(worker.PROFILE_DIR, raising=False)
     assert worker._request_profiler() is None

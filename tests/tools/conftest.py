@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kernels_env.client import SandboxClient
-from kernels_env.config import SandboxConfig
+from kernels_env.rules.config import SandboxConfig
 
 
 @pytest.fixture(autouse=True)

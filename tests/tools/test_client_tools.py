@@ -15,8 +15,8 @@ import pytest
 from test_limits_and_tools import needs_nvcc, workspace
 from tools_fixtures import PROBLEMS
 
-from kernels_env import protocol
-from kernels_env.protocol import ProtocolError, Source, ToolRequest
+from kernels_env.rules import messages
+from kernels_env.rules.messages import ProtocolError, Source, ToolRequest
 from kernels_env.session import WorkspaceSession
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,15 +56,15 @@ def test_tool_request_round_trip():
         solution=Source(name="ws", files={"model_new.py": "x = 1", "kernels/a.cu": "// a"}),
         env={"KERNELS_ENV_CUDA_ARCH": "9.0"},
     )
-    back = protocol.decode(protocol.encode(req))
+    back = messages.decode(messages.encode(req))
     assert back == req and isinstance(back.solution, Source) and back.solution.files["kernels/a.cu"] == "// a"
     bare = ToolRequest(id="r", tool="roofline", args={}, limits={}, workdir="/tmp/w")
-    assert protocol.decode(protocol.encode(bare)) == bare
-    data = json.loads(protocol.encode(req))
+    assert messages.decode(messages.encode(bare)) == bare
+    data = json.loads(messages.encode(req))
     with pytest.raises(ProtocolError, match="unknown fields"):
-        protocol.from_dict({**data, "sneaky": 1})
+        messages.from_dict({**data, "sneaky": 1})
     with pytest.raises(ProtocolError, match="version"):
-        protocol.from_dict({**data, "v": 99})
+        messages.from_dict({**data, "v": 99})
 
 
 def test_bad_requests_come_back_as_responses(tools_client):

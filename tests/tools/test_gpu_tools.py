@@ -9,7 +9,7 @@ import pytest
 from tools_fixtures import PROBLEMS
 
 from kernels_env.client import SandboxClient
-from kernels_env.config import SandboxConfig
+from kernels_env.rules.config import SandboxConfig
 from kernels_env.tools._ncu import find_ncu
 from kernels_env.tools._sanitizer import find_sanitizer
 

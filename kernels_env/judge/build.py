@@ -1,0 +1,192 @@
+"""Kernel builds seen from the harness: recognise every builder's compile errors, record what a solution
+built, and make builds cache-only in the compile stage (``KERNELS_ENV_BUILD_ONLY=1``).
+
+Builders: ``kernels_env.fastpath`` (its ``CompileError`` is recognised by duck typing: a ``CompileError``
+with ``.diagnostics`` and ``.log``, so this module does not import it), ``torch.utils.cpp_extension``
+(``load_inline`` / ``load``), Triton (``CompilationError``), and CuPy/NVRTC.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..host.cuda import cuda_home
+from ..rules.result import message
+from .diagnostics import format_diagnostic, parse_compiler_output, truncate
+
+BUILD_ONLY_ENV = "KERNELS_ENV_BUILD_ONLY"
+CACHE_DIR_ENV = "KERNELS_ENV_CACHE_DIR"  # the fast path's build cache
+SANDBOX_CACHE_ENV = "KERNELS_ENV_SANDBOX_CACHE"  # the sandbox's cache root (baselines, torch_extensions, ...)
+CUDA_ARCH_ENV = "KERNELS_ENV_CUDA_ARCH"  # e.g. "9.0": the target the run stage's GPU needs
+
+# Source markers of solutions that need a CUDA device to run (besides load_inline/load with CUDA sources,
+# which the hooks below see). CPU mode gives such solutions the ``not_run`` verdict once they compiled.
+CUDA_MARKERS = {
+    "fastpath": re.compile(r"kernels_env\.fastpath|\bcuda_library\b|\bnvrtc_kernel\b"),
+    "cupy": re.compile(r"^\s*(?:import cupy|from cupy)", re.M),
+    "nvcc": re.compile(r"['\"]nvcc['\"]|/nvcc\b"),
+}
+OTHER_MARKERS = {
+    "triton": re.compile(r"^\s*(?:import triton|from triton)", re.M),
+    "load_inline": re.compile(r"\bload_inline\b"),
+    "cpp_extension": re.compile(r"cpp_extension"),
+}
+# Errors that mean "this needs a CUDA device" when a solution runs in CPU mode.
+NO_DEVICE = re.compile(
+    r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|no CUDA GPUs are available|"
+    r"CUDA driver initialization failed|cudaErrorNoDevice|cudaErrorInsufficientDriver|CUDA_ERROR_NO_DEVICE|"
+    r"libcuda\.so"
+)
+
+
+def detect_backends(texts: list[str], builds: list[dict[str, Any]]) -> list[str]:
+    found = {
+        name for name, rx in {**CUDA_MARKERS, **OTHER_MARKERS}.items() if any(rx.search(t) for t in texts)
+    }
+    found |= {b["builder"] for b in builds}
+    if not found & {"fastpath", "cupy", "nvcc", "load_inline", "cpp_extension", "triton"}:
+        found.add("torch")
+    return sorted(found)
+
+
+def needs_cuda(texts: list[str], builds: list[dict[str, Any]], workspace_files: list[str]) -> bool:
+    if any(b.get("cuda") for b in builds):
+        return True
+    if any(f.endswith((".cu", ".cuh")) for f in workspace_files):
+        return True
+    return any(rx.search(t) for rx in CUDA_MARKERS.values() for t in texts)
+
+
+def compile_error_messages(exc: BaseException, aliases: Mapping[str, str]) -> tuple[str, list[dict]] | None:
+    """(one-line error, messages) when ``exc`` is a compile error of a known builder, else None."""
+    name = type(exc).__name__
+    module = type(exc).__module__ or ""
+    if name == "CompileError" and hasattr(exc, "diagnostics"):  # kernels_env.fastpath or compatible
+        diags = [dict(d) for d in (getattr(exc, "diagnostics", None) or []) if isinstance(d, Mapping)]
+        log = str(getattr(exc, "log", "") or "")
+        diags = _renamed(diags, aliases) if diags else parse_compiler_output(log, aliases)
+        return _summarise("CUDA compilation failed", diags, log or str(exc))
+    text = str(exc)
+    if isinstance(exc, RuntimeError) and text.startswith("Error building extension"):
+        return _summarise(text.split(":", 1)[0], parse_compiler_output(text, aliases), text)
+    if name == "CompilationError" and module.startswith("triton"):
+        diag = {
+            "file": "triton",
+            "line": None,
+            "column": None,
+            "severity": "error",
+            "message": truncate(text, 2000),
+        }
+        return "Triton compilation failed: " + _first_line(text), [
+            message("compiler", diag["message"], **diag)
+        ]
+    if module.startswith("cupy") and "CompileException" in name:
+        return _summarise("NVRTC compilation failed", parse_compiler_output(text, aliases), text)
+    return None
+
+
+def _renamed(diags: list[dict], aliases: Mapping[str, str]) -> list[dict]:
+    out = []
+    for d in diags:
+        d = {k: d.get(k) for k in ("file", "line", "column", "severity", "message")}
+        for prefix, alias in aliases.items():
+            if prefix and isinstance(d["file"], str) and d["file"].startswith(prefix):
+                d["file"] = alias + d["file"][len(prefix) :]
+        out.append(d)
+    return out
+
+
+def _summarise(title: str, diags: list[dict], log: str) -> tuple[str, list[dict]]:
+    errors = [d for d in diags if d.get("severity") == "error"] or diags
+    error = f"{title}: {format_diagnostic(errors[0])}" if errors else f"{title}: {_first_line(log)}"
+    messages = [message("compiler", format_diagnostic(d), **d) for d in diags]
+    messages.append(message("log", truncate(log)))
+    return error, messages
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+class BuildOnlyModule:
+    """What a build returns in the compile stage: it exists (attributes resolve) but calling raises."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def not_callable(*args, **kwargs):
+            raise RuntimeError(
+                f"{self._name}.{attr}: built only ({BUILD_ONLY_ENV}=1); it runs in the run stage"
+            )
+
+        return not_callable
+
+
+BUILDS: list[dict[str, Any]] = []
+
+
+def install_build_hooks(build_only: bool, cache_dir: str) -> None:
+    """Record load_inline/load calls; in build-only mode compile and cache but never load the library.
+
+    With a CPU-only torch the CUDA sources still compile: CUDA_HOME is pointed at nvcc and the CUDA libraries
+    torch would link against are replaced by empty stubs (the result is never loaded).
+    """
+    import torch
+    import torch.utils.cpp_extension as ce
+
+    cpu_torch = torch.version.cuda is None
+    orig_inline, orig_load = ce.load_inline, ce.load
+
+    def _prepare(kwargs: dict[str, Any], cuda: bool) -> None:
+        if cuda and cpu_torch and build_only:
+            if ce.CUDA_HOME is None:
+                ce.CUDA_HOME = cuda_home()
+            stubs = cpu_link_stubs(cache_dir)
+            kwargs["extra_ldflags"] = [*(kwargs.get("extra_ldflags") or []), f"-L{stubs}"]
+
+    @functools.wraps(orig_inline)
+    def load_inline(name, cpp_sources, cuda_sources=None, *args, **kwargs):
+        cuda = bool(cuda_sources)
+        BUILDS.append({"builder": "load_inline", "name": name, "cuda": cuda})
+        _prepare(kwargs, cuda)
+        return orig_inline(name, cpp_sources, cuda_sources, *args, **kwargs)
+
+    @functools.wraps(orig_load)
+    def load(name, sources, *args, **kwargs):
+        srcs = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
+        cuda = any(str(s).endswith((".cu", ".cuh")) for s in srcs)
+        BUILDS.append({"builder": "cpp_extension", "name": name, "cuda": cuda})
+        _prepare(kwargs, cuda)
+        return orig_load(name, sources, *args, **kwargs)
+
+    ce.load_inline, ce.load = load_inline, load
+    if build_only and hasattr(ce, "_import_module_from_library"):
+        ce._import_module_from_library = lambda module_name, path, is_python_module: BuildOnlyModule(
+            module_name
+        )
+
+
+def cpu_link_stubs(cache_dir: str) -> str:
+    """Empty libc10_cuda.so / libtorch_cuda.so so a CPU-only torch can link (never load) CUDA extensions."""
+    stubs = Path(cache_dir) / "cpu_link_stubs"
+    stubs.mkdir(parents=True, exist_ok=True)
+    for lib in ("libc10_cuda.so", "libtorch_cuda.so"):
+        target = stubs / lib
+        if not target.exists():
+            tmp = stubs / f".{lib}.{os.getpid()}"
+            subprocess.run(["cc", "-shared", "-o", str(tmp), "-x", "c", "/dev/null"], check=True, timeout=60)
+            os.replace(tmp, target)
+    return str(stubs)

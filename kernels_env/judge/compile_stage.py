@@ -1,0 +1,307 @@
+"""The compile stage: import a solution with the GPU hidden so every kernel build happens (and is cached)
+on CPU workers, never on the GPU worker.
+
+A compile worker imports torch once, then forks one short-lived child per request (``serve``): the child
+materialises the sources, installs the build hooks (``kernels_env.judge.build``), imports the reference and
+the
+solution with ``KERNELS_ENV_BUILD_ONLY=1``, checks ``ModelNew`` and its constructor, and reports. The parent
+enforces the compile timeout by killing the child's whole process group (nvcc, ninja, ...).
+
+Candidate code runs in the child, so the child's report is not trusted blindly: the child closes the worker's
+protocol descriptors first, imports the solution under the guard's ``load_guard`` (writes to the judge's files
+and introspection are refused: ``rejected``), and reports in two JSON lines: the reference's status (written
+before any candidate code ran) and then the solution's. A report that claims the reference broke after the
+reference was fine, or any extra line, is a forgery (``protocol_forgery``); ``needs_cuda`` is recomputed here
+from the sources.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..rules import messages
+from ..rules.messages import CompileRequest
+from ..rules.result import COMPILE_ERROR, REJECTED, TIMEOUT, message
+from . import build, loader
+from .diagnostics import truncate
+from .loader import LoadError, ProblemError
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def _texts(req: CompileRequest) -> tuple[list[str], list[str]]:
+    sol = req.solution
+    texts = (
+        [sol.text] if sol.text is not None else [t for p, t in (sol.files or {}).items() if p.endswith(".py")]
+    )
+    return texts, list(sol.files or {})
+
+
+def compile_in_child(req: CompileRequest, report_reference: Emit = lambda report: None) -> dict[str, Any]:
+    """Import reference and solution; ``report_reference`` receives the reference's status before any
+    candidate code runs."""
+    os.environ.update(req.env)
+    build.install_build_hooks(True, os.environ.get(build.SANDBOX_CACHE_ENV, req.workdir))
+    workdir = Path(req.workdir)
+    try:
+        ref_path = loader.materialize(req.reference, workdir / "reference")
+        problem = loader.load_problem(ref_path, req.reference.name)
+        init_inputs = list(problem.get_init_inputs())
+    except ProblemError as exc:
+        return {"problem_error": str(exc)}
+    except Exception as exc:
+        return {"problem_error": f"reference get_init_inputs() failed: {type(exc).__name__}: {exc}"}
+    report_reference({"reference": "ok"})
+    from ..guard import load_guard
+    from ..guard._frames import PACKAGE_DIR
+
+    sol = req.solution
+    workspace = sol.name if sol.files is not None else None
+    display = f"{sol.name}/{sol.entry}" if workspace else Path(sol.name).name
+    texts, files = _texts(req)
+    try:
+        path = loader.materialize(sol, workdir / "solution")
+        with load_guard(
+            candidate_paths=[str(path.parent)], reference_paths=[str(ref_path)], protected_paths=[PACKAGE_DIR]
+        ) as found:
+            try:
+                _, model_new = loader.load_solution(path, display, workspace)
+            except LoadError as exc:
+                failed = exc
+            else:
+                failed = None
+        if found:  # refused while importing: this is the verdict, whatever the import did next
+            first = found[0]
+            return {
+                "status": REJECTED,
+                "error": f"policy check {first.check!r} failed: {first.message}",
+                "check": first.check,
+                "evidence": {**first.evidence, "stage": "compile"},
+                "backends": build.detect_backends(texts, build.BUILDS),
+                "guard_enforced": True,
+            }
+        if failed is not None:
+            raise failed
+        loader.check_call(model_new, init_inputs, "ModelNew", COMPILE_ERROR)
+    except LoadError as exc:
+        return {
+            "status": exc.status,
+            "error": exc.error,
+            "messages": exc.messages,
+            "backends": build.detect_backends(texts, build.BUILDS),
+            "guard_enforced": True,  # the import ran under the guard's load_guard
+        }
+    return {
+        "status": "ok",
+        "backends": build.detect_backends(texts, build.BUILDS),
+        "needs_cuda": build.needs_cuda(texts, build.BUILDS, files),
+        "builds": build.BUILDS,
+    }
+
+
+def serve(req: CompileRequest) -> dict[str, Any]:
+    """Fork a child for ``req`` and wait for its report, at most ``req.timeout_s`` seconds."""
+    workdir = Path(req.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    def failed(exc: BaseException) -> dict[str, Any]:
+        return {
+            "status": COMPILE_ERROR,
+            "error": f"compile stage failed: {type(exc).__name__}: {exc}",
+            "messages": [message("traceback", truncate(traceback.format_exc()))],
+        }
+
+    run = run_forked(
+        lambda emit: compile_in_child(req, emit),
+        failed,
+        req.timeout_s,
+        workdir / "compile.log",
+        parse=lambda data: _parse_report(data, req),
+    )
+    if run.timed_out:
+        return {
+            "status": TIMEOUT,
+            "error": f"compile stage exceeded {req.timeout_s:g} s (killed)",
+            "messages": [message("log", run.log_tail)] if run.log_tail else [],
+            "duration_s": run.duration_s,
+        }
+    report = run.report
+    if report is None:
+        report = {
+            "status": COMPILE_ERROR,
+            "error": f"importing the solution crashed the process ({run.exit})",
+            "messages": [message("log", run.log_tail)] if run.log_tail else [],
+        }
+    elif run.log_tail and report.get("status") not in (None, "ok"):
+        report.setdefault("messages", []).append(message("log", run.log_tail))
+    report["duration_s"] = run.duration_s
+    return report
+
+
+@dataclass
+class Forked:
+    """How a forked child ended: its report (None if it died without one), a timeout, its exit."""
+
+    report: dict[str, Any] | None
+    timed_out: bool
+    exit: str  # "exit code N" or "signal SIGSEGV"
+    log_tail: str  # the end of what the child printed (stdout and stderr)
+    duration_s: float
+
+
+def run_forked(
+    fn: Callable[[Emit], dict[str, Any]],
+    on_error: Callable[[BaseException], dict[str, Any]],
+    timeout_s: float,
+    log_path: Path,
+    parse: Callable[[bytes], dict[str, Any] | None] | None = None,
+) -> Forked:
+    """Run ``fn`` in a forked child in its own session (stdout/stderr to ``log_path``), its JSON report sent
+    through a pipe; after ``timeout_s`` seconds kill the child's whole process group (nvcc, ninja, ...).
+    An exception in ``fn`` becomes ``on_error(exc)``. ``fn`` may ``emit`` JSON lines before its report;
+    the parent reads all lines with ``parse`` (default: exactly one report). The child closes the worker's
+    protocol descriptors before running ``fn``: candidate code never reaches them. Call from a
+    single-threaded worker's main thread."""
+    read_fd, write_fd = os.pipe()
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:  # child: never returns
+        code = 0
+        try:
+            os.close(read_fd)
+            for fd in messages.CHANNEL_FDS:  # the worker's protocol: candidate code must not reach it
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            os.setsid()
+            _die_with_parent()
+            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            report = fn(lambda line: _write_line(write_fd, line))
+        except BaseException as exc:  # the child must always report and exit
+            report = on_error(exc)
+            code = 1
+        try:
+            _write_line(write_fd, report)
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    chunks: list[bytes] = []
+    deadline = started + timeout_s
+    timed_out = False
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([read_fd], [], [], min(remaining, 0.5))
+        if ready:
+            chunk = os.read(read_fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(read_fd)
+    _kill_group(
+        pid
+    )  # on timeout, and leftovers the child started in the background (the zombie holds the id)
+    _, status = os.waitpid(pid, 0)
+    report = (parse or _parse_single)(b"".join(chunks)) if chunks and not timed_out else None
+    code = os.waitstatus_to_exitcode(status)
+    exit_text = f"signal {_signal_name(-code)}" if code < 0 else f"exit code {code}"
+    return Forked(report, timed_out, exit_text, _tail(log_path), round(time.perf_counter() - started, 3))
+
+
+def _write_line(fd: int, value: dict[str, Any]) -> None:
+    view = memoryview(json.dumps(value, default=str).encode() + b"\n")
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _parse_single(data: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _parse_report(data: bytes, req: CompileRequest) -> dict[str, Any] | None:
+    """The child's report, checked against what its first line (written before candidate code) said."""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    try:
+        values = [json.loads(line) for line in lines]
+    except ValueError:
+        values = None
+    if not lines:
+        return None  # the child died before reporting anything
+    if values is None or not all(isinstance(v, dict) for v in values):
+        return _forged("the compile report is not JSON")
+    if len(values) == 1 and "problem_error" in values[0]:
+        return values[0]  # the reference failed before any candidate code ran
+    if values[0] != {"reference": "ok"} or len(values) > 2:
+        return _forged(f"the compile child wrote {len(values)} reports")
+    if len(values) == 1:
+        return None  # reference fine, then the child died while importing the solution
+    report = values[1]
+    if "problem_error" in report:
+        return _forged("a broken reference reported after the reference loaded")
+    if report.get("status") == "ok":  # recomputed from the sources, never taken from the child
+        texts, files = _texts(req)
+        from_builds = bool(report.get("needs_cuda")) and bool(build.OTHER_MARKERS["load_inline"].search(
+            "\n".join(texts)) or build.OTHER_MARKERS["cpp_extension"].search("\n".join(texts)))  # fmt: skip
+        report["needs_cuda"] = build.needs_cuda(texts, [], files) or from_builds
+    return report
+
+
+def _forged(what: str) -> dict[str, Any]:
+    return {
+        "status": REJECTED,
+        "error": f"policy check 'protocol_forgery' failed: {what}",
+        "check": "protocol_forgery",
+        "evidence": {"what": what, "stage": "compile"},
+        "guard_enforced": True,
+    }
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def _die_with_parent() -> None:
+    """The forked child (single-threaded, forked by the compile worker's main thread) dies with it."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _kill_group(pid: int) -> None:
+    from ..host.processes import kill_tree
+
+    kill_tree(pid)
+
+
+def _tail(path: Path, limit: int = 3000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""

@@ -1,0 +1,174 @@
+"""Adversarial input families in the judge: what is checked for each, and how it is reported.
+
+The run worker (``kernels_env.judge.harness``) runs the judge's ``families`` after the default trials, each
+on fresh
+inputs from ``make_inputs(problem, seed, family)`` (``kernels_env.judge.adversarial``). A family applies
+only where
+the reference is defined: its inputs can be built, the reference runs on them, gives the same answer twice
+and not all NaN; otherwise it is ``skipped`` with the reason. The candidate runs under the guard (a violation
+is a rejection, as anywhere), its output passes the output contract, and its values are compared with the
+reference's by the judge's comparison (NaN/Inf positions exactly; ``denormal`` and ``large`` with ``atol``
+scaled by the output's magnitude). ``init_args`` perturbs the float constructor arguments instead of the
+inputs (hyper-parameters baked into a candidate, catalogue #11).
+
+Each family is reported under ``correctness.families[name]``: ``applicable``, ``status`` (``pass``,
+``fail``, ``error``: the candidate raised, ``skipped``), ``fatal``, ``reason``, ``seed``,
+``max_abs_error``, ``max_rel_error``, ``first_index``. A ``fail`` or ``error`` of a *fatal* family (the
+protocol's ``fatal_families``, see ``kernels_env.rules.protocols``) makes the verdict ``incorrect``; the
+others are reported only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from ..guard._outputs import tensors
+from ..rules.result import REJECTED
+from ..rules.result import message as _message
+from .adversarial import RELATIVE_FAMILIES
+from .compare import compare, max_errors
+from .hygiene import restore_global_state
+from .inputs import clone, fresh_seed, make_inputs
+from .loader import ProblemError
+from .request import JudgeRequest
+from .verdict import Verdict, call_candidate
+
+INIT_ARGS = "init_args"
+PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
+
+
+def result(name: str, fatal: bool, status: str, reason: str = "", seed: int | None = None, **details) -> dict:
+    return {
+        "applicable": status != SKIPPED,
+        "status": status,
+        "fatal": fatal,
+        "reason": reason,
+        "seed": seed,
+        "max_abs_error": details.get("max_abs_error"),
+        "max_rel_error": details.get("max_rel_error"),
+        "first_index": details.get("first_index"),
+    }
+
+
+def undefined(expected: Any, again: Any, tolerances: Mapping[str, Sequence[float]]) -> str:
+    """Why the reference does not define an answer on these inputs ('' when it does)."""
+    floats = [t for t in tensors(expected) if t.is_floating_point() or t.is_complex()]
+    if floats and all(t.numel() and bool(torch.isnan(t).all()) for t in floats):
+        return "reference output is all NaN on these inputs"
+    if compare(expected, again, tolerances) is not None:
+        return "the reference gives different answers for the same inputs"
+    return ""
+
+
+def scaled(name: str, expected: Any, tolerances: Mapping[str, Sequence[float]]) -> dict[str, list[float]]:
+    """Tolerances for a family: relative families scale ``atol`` by the largest finite output magnitude."""
+    if name not in RELATIVE_FAMILIES:
+        return {k: list(v) for k, v in tolerances.items()}
+    peaks = [
+        float(t.detach().abs()[torch.isfinite(t)].max())
+        for t in tensors(expected)
+        if t.is_floating_point() and bool(torch.isfinite(t).any())
+    ]
+    scale = max(peaks, default=0.0) or 1.0
+    return {k: [float(a) * scale, float(r)] for k, (a, r) in tolerances.items()}
+
+
+def judge(name: str, fatal: bool, seed: int, expected: Any, got: Any, tolerances) -> dict:
+    """Compare one family's answer with the reference's; the family's result."""
+    tol = scaled(name, expected, tolerances)
+    mismatch = compare(expected, got, tol)
+    if mismatch is None:
+        abs_err, rel_err = max_errors(expected, got)
+        return result(name, fatal, PASS, "", seed, max_abs_error=abs_err, max_rel_error=rel_err)
+    return result(
+        name,
+        fatal,
+        FAIL,
+        mismatch["text"],
+        seed,
+        max_abs_error=mismatch.get("max_abs_error"),
+        max_rel_error=mismatch.get("max_rel_error"),
+        first_index=mismatch.get("first_index"),
+    )
+
+
+def perturbed_init_args(init_args: Sequence[Any]) -> list[Any] | None:
+    """Float constructor arguments moved (x * 1.5 + 0.25); None when there is none to move."""
+    out = [a * 1.5 + 0.25 if type(a) is float else a for a in init_args]
+    return out if out != list(init_args) else None
+
+
+def note(text: str) -> dict:
+    return _message("note", text)
+
+
+def first_fatal_failure(results: Mapping[str, Mapping[str, Any]]) -> str | None:
+    return next((n for n, r in results.items() if r["fatal"] and r["status"] in (FAIL, ERROR)), None)
+
+
+def run_families(req: JudgeRequest, runners, rebuild, init_args) -> str | None:
+    """Run the judge's families after the trials (see the module doc); the first failed fatal family's name
+    (or None). Guard violations are raised (a rejection, as in any trial)."""
+    s, progress, notes = req.settings, req.progress, req.notes
+    results = req.correctness["families"]
+    for name in s.families:
+        progress("correctness", f"input family {name}")
+        fatal = name in s.fatal_families
+        if name == INIT_ARGS:
+            args = perturbed_init_args(init_args)
+            if args is None:
+                results[name] = result(name, fatal, SKIPPED, "not applicable: no float constructor arguments")
+                continue
+            try:
+                runners_for = rebuild(args)  # (reference, guarded candidate) runners of rebuilt models
+            except ProblemError as exc:
+                results[name] = result(name, fatal, SKIPPED, f"the reference does not build with them: {exc}")
+                continue
+            except Verdict as v:
+                if v.status == REJECTED:
+                    raise
+                results[name] = result(name, fatal, ERROR, f"ModelNew{tuple(args)}: {v.payload['error']}")
+                continue
+            results[name] = _one(req, name, "random", fatal, runners_for)
+        else:
+            results[name] = _one(req, name, name, fatal, runners)
+        if results[name]["status"] in (FAIL, ERROR) and not fatal:
+            notes.append(note(f"input family {name!r} ({results[name]['status']}, reported only): "
+                              f"{results[name]['reason']}"))  # fmt: skip
+    return first_fatal_failure(results)
+
+
+def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners) -> dict:
+    run_ref, run_new = runners
+    tolerances, where = req.settings.tolerances, req.where("correctness")
+    restore_global_state()
+    seed = fresh_seed()
+    try:
+        inputs = make_inputs(req.problem, seed, family, req.device)
+    except ValueError as exc:
+        return result(name, fatal, SKIPPED, f"not applicable: {exc}", seed)
+    except Exception as exc:  # noqa: BLE001 - the task cannot build such inputs: the family does not apply
+        return result(
+            name, fatal, SKIPPED, f"inputs cannot be built: {type(exc).__name__}: {exc}"[:300], seed
+        )
+    try:
+        expected = run_ref(clone(inputs))
+        again = run_ref(clone(inputs))
+    except Exception as exc:  # noqa: BLE001 - the reference is undefined here
+        reason = f"reference fails on these inputs: {type(exc).__name__}: {exc}"[:300]
+        return result(name, fatal, SKIPPED, reason, seed)
+    reason = undefined(expected, again, tolerances)
+    if reason:
+        return result(name, fatal, SKIPPED, reason, seed)
+    new_in = clone(inputs)
+    try:
+        got = call_candidate(run_new, new_in, **where)
+        call_candidate(req.guard.check_output, got, expected, new_in, tolerances, **where)
+    except Verdict as v:
+        if v.status == REJECTED:
+            raise
+        return result(name, fatal, ERROR, v.payload["error"] or v.status, seed)
+    return judge(name, fatal, seed, expected, got, tolerances)

@@ -1,0 +1,400 @@
+"""What a run worker does with one request: load, check correctness over trials and adversarial families,
+time, check again; and baselines.
+
+Runs inside the worker process (never in the caller's), under the reward-hack defences of
+``kernels_env.judge.enforce`` (docs/reward_hacks.md, "The judge's pipeline"):
+
+1. the solution is imported and ``ModelNew`` built under ``RequestGuard.loading`` (introspection and writes
+   to judge/problem files refused); then judge code, torch's global state and the problem module are checked;
+2. trials on fresh inputs, alternating candidate-first and reference-first order (the reference's output
+   freed, into poisoned memory, before the candidate runs); every candidate call is guarded (dispatch-level
+   interception, kernel census, poisoned allocations, threads, streams, launch errors, input mutation) and
+   its output must honour the output contract; the first trial asks the same question three times
+   (determinism);
+3. the adversarial families (``kernels_env.judge.families``), each reported separately, fatal per protocol;
+4. timing without interception (the audit hook only), then a profiler-only audit call, thread/judge/state
+   checks and unguarded correctness re-checks (``kernels_env.judge.timed_checks``).
+
+Every failure of the candidate becomes a verdict payload (a failed check: ``rejected`` with ``check`` and
+``evidence``); a broken reference is reported as ``problem_error`` (never blamed on the candidate).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..guard._checks import SUBPROCESS
+from ..host.cache import JsonCache
+from ..rules.messages import BaselineRequest, EvaluateRequest, Source
+from ..rules.policies import PolicyViolation, guard_enforced
+from ..rules.protocols import JudgeSettings
+from ..rules.result import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, message
+from . import (
+    adversarial,  # noqa: F401 - registers the adversarial input families
+    hygiene,
+    loader,
+    timed_checks,
+)
+from .baselines import baseline_key, cached_baselines, measure, set_precision
+from .compare import compare, max_errors
+from .enforce import RequestGuard, tainted
+from .families import run_families
+from .hygiene import reset_extension_versioner, restore_global_state
+from .inputs import clone, fresh_seed, make_inputs, spec
+from .loader import LoadError, ProblemError
+from .request import JudgeRequest, Progress
+from .timed_checks import input_sets as _input_sets
+from .timed_checks import timing_settings as _timing_settings
+from .verdict import Verdict, call_candidate, call_problem, rejected
+
+_call_problem, _candidate = call_problem, call_candidate
+
+
+@contextlib.contextmanager
+def request_env(env: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _solution_display(source: Source) -> tuple[str, str | None]:
+    if source.files is not None:
+        return f"{source.name}/{source.entry}", source.name
+    return Path(source.name).name, None
+
+
+def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> dict[str, Any]:
+    s = JudgeSettings.from_dict(req.judge)
+    workdir = Path(req.workdir)
+    record: dict[str, Any] = {
+        "status": None,
+        "stage": "load",
+        "error": None,
+        "messages": [],
+        "check": None,
+        "evidence": None,
+        "correctness": None,
+        "timings": None,
+    }
+    children = hygiene.child_processes()
+    with request_env(req.env):
+        reset_extension_versioner()
+        try:
+            ref_path = loader.materialize(req.reference, workdir / "reference")
+            problem = loader.load_problem(ref_path, req.reference.name)
+            display, workspace = _solution_display(req.solution)
+            try:
+                sol_path = loader.materialize(req.solution, workdir / "solution")
+            except LoadError as exc:
+                raise Verdict(exc.status, "load", exc.error, exc.messages) from None
+            guard = RequestGuard(s.policy, device, sol_path.parent, ref_path)
+            guard.watch_problem(problem.loaded.module)
+            failed = None
+            with guard.loading():
+                try:
+                    loaded, model_new = loader.load_solution(sol_path, display, workspace)
+                except LoadError as exc:
+                    failed = exc
+            _after_load(guard, "while the solution was imported")  # before the restore below hides it
+            restore_global_state()  # an import may not change how the reference computes
+            if failed is not None:
+                raise Verdict(failed.status, "load", failed.error, failed.messages)
+            record.update(_judge(problem, loaded, model_new, s, device, progress, guard))
+        except Verdict as v:
+            record.update(v.payload)
+        except ProblemError as exc:
+            record["problem_error"] = str(exc)
+        finally:
+            restore_global_state()
+    leftover = hygiene.kill_new_children(children)
+    if leftover and record.get("status") != REJECTED:  # work outside the judged process (catalogue #7)
+        error = f"the candidate left {len(leftover)} process(es) running after its request (killed)"
+        record.update(status=REJECTED, check=SUBPROCESS, error=f"policy check 'subprocess' failed: {error}")
+        record["evidence"] = {"processes": leftover, "stage": record.get("stage")}
+    record["guard_enforced"] = guard_enforced()
+    record["worker_tainted"] = bool(leftover) or (
+        record["status"] == REJECTED and tainted(record.get("check"))
+    )
+    return record
+
+
+def _after_load(guard: RequestGuard, where: str) -> None:
+    try:
+        guard.after_load(where)
+    except PolicyViolation as exc:
+        raise rejected(exc, "load") from None
+
+
+def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progress, guard: RequestGuard):
+    init_inputs = _call_problem("get_init_inputs()", lambda: list(problem.get_init_inputs()))
+    try:
+        loader.check_call(model_new, init_inputs, "ModelNew", COMPILE_ERROR)
+    except LoadError as exc:
+        raise Verdict(exc.status, "load", exc.error) from None
+    progress("load", "building models")
+    ref_model, new_model, sync = _build_models(problem, loaded, model_new, init_inputs, s, device, guard)
+    correctness = {
+        "trials": s.num_trials,
+        "trials_run": 0,
+        "passed": 0,
+        "seeds": [],
+        "weight_sync": sync,
+        "mode": s.mode,
+        "order": s.order,
+        "input_family": s.input_family,
+        "tolerances": s.tolerances,
+        "max_abs_error": 0.0,
+        "max_rel_error": 0.0,
+        "determinism": None,
+        "families": {},
+        "rechecks": [],
+        "census": None,
+    }
+    req = JudgeRequest(problem, loaded, s, device, guard, progress, correctness)
+    notes = req.notes
+    run_new = _guarded(guard, new_model, s, device)
+    run_ref = _reference(ref_model)
+    for trial in range(s.num_trials):
+        progress("correctness", f"trial {trial + 1}/{s.num_trials}")
+        seed = fresh_seed()
+        correctness["seeds"].append(seed)
+        correctness["trials_run"] = trial + 1
+        mismatch = _trial(req, new_model, (run_ref, run_new), seed, trial)
+        correctness["census"] = guard.census
+        if mismatch is not None:
+            correctness.update(failed_trial=trial, mismatch=mismatch)
+            return {
+                "status": INCORRECT,
+                "stage": "correctness",
+                "correctness": correctness,
+                "error": f"trial {trial + 1}/{s.num_trials}: {mismatch['text']}",
+                "messages": [*notes, message("mismatch", trial=trial, seed=seed, **mismatch)],
+            }
+        correctness["passed"] = trial + 1
+
+    def rebuild(args: list[Any]):  # the init_args family: both models built with other constructor arguments
+        ref2, new2, _ = _build_models(problem, loaded, model_new, args, s, device, guard)
+        return _reference(ref2), _guarded(guard, new2, s, device)
+
+    runners = (run_ref, run_new)
+    failed = run_families(req, runners, rebuild, init_inputs)
+    if failed is not None:
+        fam = correctness["families"][failed]
+        return {
+            "status": INCORRECT,
+            "stage": "correctness",
+            "correctness": {**correctness, "failed_family": failed},
+            "error": f"input family {failed!r} ({fam['status']}): {fam['reason']}",
+            "messages": notes,
+        }
+    out = {"status": CORRECT, "stage": "done", "correctness": correctness, "messages": notes}
+    progress("timing", "timing the candidate" if s.time_candidate else "checks after the trials")
+    timings = timed_checks.run(req, new_model, run_ref)
+    if timings is not None:
+        out["timings"] = {"candidate": timings}
+    progress("done", "final checks")
+    _call_guard(guard.verify, "at the end of the request", stage="done")
+    return out
+
+
+def _call_guard(fn: Callable[..., Any], *args: Any, stage: str) -> Any:
+    try:
+        return fn(*args)
+    except PolicyViolation as exc:
+        raise rejected(exc, stage) from None
+
+
+def _order(order: str, trial: int) -> str:
+    if order == "alternate":
+        return "candidate_first" if trial % 2 == 0 else "reference_first"
+    return order
+
+
+def _trial(req: JudgeRequest, new_model, runners, seed: int, trial: int) -> dict | None:
+    """One correctness trial on fresh inputs; the mismatch (or None). Updates the error record."""
+    run_ref, run_new = runners
+    problem, s, guard, correctness, notes = req.problem, req.settings, req.guard, req.correctness, req.notes
+    where = req.where("correctness")
+    tolerances = s.tolerances
+    restore_global_state()  # what a candidate's forward changed must not shape the next inputs
+    inputs = _call_problem("get_inputs()", make_inputs, problem, seed, s.input_family, guard.device)
+    if trial == 0:
+        try:
+            loader.check_call(new_model.forward, clone(inputs), "ModelNew.forward", RUNTIME_ERROR)
+        except LoadError as exc:
+            raise Verdict(exc.status, "correctness", exc.error) from None
+    if _order(s.order, trial) == "reference_first":
+        # The reference's own output is freed (its block poisoned by the guard) before the candidate runs.
+        ref_out = _call_problem("Model.forward", run_ref, clone(inputs))
+        expected = clone(ref_out)
+        del ref_out
+        new_in = clone(inputs)
+        got = _candidate(run_new, new_in, **where)
+    else:  # candidate first: no reference output exists yet that it could read
+        new_in = clone(inputs)
+        got = _candidate(run_new, new_in, **where)
+        expected = _call_problem("Model.forward", run_ref, clone(inputs))
+    _candidate(guard.check_output, got, expected, new_in, tolerances, **where)
+    if trial == 0:  # the same question twice more: races and uninitialised reads disagree with themselves
+        answers = [got]
+        for _ in range(2):
+            again_in = clone(inputs)
+            again = _candidate(run_new, again_in, **where)
+            _candidate(guard.check_output, again, expected, again_in, tolerances, **where)
+            answers.append(again)
+        _candidate(guard.check_determinism, answers, tolerances, **where)
+        correctness["determinism"] = {"repeats": len(answers), "agree": True}
+    mismatch = _candidate(compare, expected, got, tolerances, **where)
+    if mismatch is not None:  # never blame the candidate for a reference that disagrees with itself
+        again = _call_problem("Model.forward", run_ref, clone(inputs))
+        if compare(expected, again, tolerances) is not None:
+            text = f"trial {trial + 1}: the reference gave different outputs for the same inputs; "
+            notes.append(message("note", text + "the candidate was compared with a second evaluation of it"))
+            expected = again
+            mismatch = _candidate(compare, expected, got, tolerances, **where)
+            if mismatch is not None:
+                mismatch["reference_reproducible"] = False
+    if mismatch is None:
+        abs_err, rel_err = max_errors(expected, got)
+        correctness["max_abs_error"] = max(correctness["max_abs_error"], abs_err)
+        correctness["max_rel_error"] = max(correctness["max_rel_error"], rel_err)
+    return mismatch
+
+
+def _reference(model: torch.nn.Module) -> Callable[[list[Any]], Any]:
+    def run(inputs: list[Any]) -> Any:
+        restore_global_state()
+        set_precision(False)  # the reference is always computed in full FP32
+        with torch.no_grad():
+            return model(*inputs)
+
+    return run
+
+
+def _guarded(guard: RequestGuard, model: torch.nn.Module, s: JudgeSettings, device: torch.device):
+    """A correctness call of ModelNew: under the guard, with the policy's precision (TF32 where allowed)."""
+
+    def run(inputs) -> Any:
+        set_precision(bool(s.allow_tf32))
+        try:
+            out = guard.call(model, inputs)
+            if device.type == "cuda":  # surface asynchronous kernel errors here, attributed to the candidate
+                torch.cuda.synchronize(device)
+            return out
+        finally:
+            set_precision(False)
+
+    return run
+
+
+def _build_models(problem, loaded, model_new, init_inputs, s, device, guard: RequestGuard):
+    """Reference and candidate models with the same weights; candidate code runs under ``guard.loading``."""
+    weight_seed = fresh_seed()
+    torch.manual_seed(weight_seed)
+    ref = _call_problem("Model(*get_init_inputs())", problem.Model, *clone(init_inputs))
+    ref = _call_problem("Model.to(device)", ref.to, device)
+    failure: Verdict | None = None
+    with guard.loading():
+        try:
+            new, sync = _build_candidate(ref, loaded, model_new, init_inputs, s, device, weight_seed)
+        except Verdict as v:
+            failure = v
+    torch.manual_seed(fresh_seed())
+    _after_load(guard, "while ModelNew was built")
+    restore_global_state()
+    if failure is not None:
+        raise failure
+    train = s.mode == "train"
+    ref.train(train)
+    new.train(train)
+    guard.watch_reference(ref, problem.Model)
+    return ref, new, {"method": sync, "seed": weight_seed}
+
+
+def _build_candidate(ref, loaded, model_new, init_inputs, s, device, weight_seed: int):
+    torch.manual_seed(weight_seed)  # seed replay: same parameters in the same order => same weights
+    new = _candidate(model_new, *clone(init_inputs), loaded=loaded, stage="load", device=device)
+    if not isinstance(new, torch.nn.Module):
+        raise Verdict(
+            COMPILE_ERROR, "load", f"ModelNew(...) returned a {type(new).__name__}, not an nn.Module"
+        )
+    sync = "seed"
+    if s.weight_sync in ("state_dict", "auto"):
+        ref_sd, new_sd = ref.state_dict(), new.state_dict()
+        same = set(ref_sd) == set(new_sd) and all(ref_sd[k].shape == new_sd[k].shape for k in ref_sd)
+        if same:
+            _candidate(new.load_state_dict, ref_sd, loaded=loaded, stage="load", device=device)
+            sync = "state_dict" if ref_sd else "none"
+        elif s.weight_sync == "state_dict":
+            missing, extra = sorted(set(ref_sd) - set(new_sd)), sorted(set(new_sd) - set(ref_sd))
+            raise Verdict(
+                RUNTIME_ERROR,
+                "load",
+                f"state_dict sync: ModelNew lacks {missing[:5]}, has extra "
+                f"{extra[:5]} (or shapes differ); use weight_sync=seed or auto",
+            )
+    new = _candidate(new.to, device, loaded=loaded, stage="load", device=device)
+    return new, sync
+
+
+def baselines(req: BaselineRequest, device: torch.device, env: Mapping[str, Any], progress: Progress) -> dict:
+    s = JudgeSettings.from_dict(req.judge)
+    try:
+        problem = loader.load_problem(
+            loader.materialize(req.reference, Path(req.workdir)), req.reference.name
+        )
+        init_inputs = _call_problem("get_init_inputs()", lambda: list(problem.get_init_inputs()))
+        sample = _call_problem("get_inputs()", _input_sample, problem, device)
+    except ProblemError as exc:
+        return {"problem_error": str(exc)}
+    modes = [m for m in req.modes if device.type == "cuda" or m == "eager"]
+    skipped = {
+        m: {"skipped": "torch.compile baselines are measured on a GPU only"}
+        for m in req.modes
+        if m not in modes
+    }
+    keys = {
+        m: baseline_key(req.reference.text or "", spec(sample), spec(init_inputs), env, m, s) for m in modes
+    }
+    state: dict[str, Any] = {}
+
+    def compute(mode: str) -> dict[str, Any]:
+        progress("baseline", mode)
+        try:
+            if "sets" not in state:
+                state["sets"] = _input_sets(problem, s, device)
+                torch.manual_seed(fresh_seed())
+                model = _call_problem("Model(...)", lambda: problem.Model(*clone(init_inputs)))
+                state["model"] = model.to(device).train(s.mode == "train")
+        except ProblemError as exc:
+            return {"error": str(exc)}
+        timing = dataclasses.replace(s, timing=_timing_settings(s, device))
+        return measure(state["model"], mode, state["sets"], timing, device)
+
+    cache = JsonCache(Path(req.cache_dir) / "baselines")
+    out = cached_baselines(cache, keys, compute)
+    state.clear()
+    return {"baselines": {**out, **skipped}, "comparable": device.type == "cuda"}
+
+
+def _input_sample(problem, device: torch.device) -> list[Any]:
+    """The task's inputs for their shapes and dtypes only: on the meta device (no data) when it can."""
+    try:
+        with torch.device("meta"):
+            return list(problem.get_inputs())
+    except Exception:
+        return make_inputs(problem, fresh_seed(), "random", device)

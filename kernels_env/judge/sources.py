@@ -1,0 +1,67 @@
+"""Read references and solutions given as a path, a workspace directory or source text."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from ..rules.messages import Source
+from .loader import MAX_WORKSPACE_BYTES
+
+SKIP_DIRS = {"__pycache__", ".git", "build", ".ipynb_checkpoints"}
+
+
+def read_source(value: str | os.PathLike | Source, what: str, allow_workspace: bool = False) -> Source:
+    """A ``Source`` from a file path, a workspace directory (solutions only) or the source text itself."""
+    if isinstance(value, Source):
+        return value
+    looks_like_path = isinstance(value, os.PathLike) or ("\n" not in value and len(value) < 4096)
+    if looks_like_path:
+        path = Path(value).expanduser()
+        if path.is_dir():
+            if not allow_workspace:
+                raise IsADirectoryError(f"{what} {path} is a directory; a {what} is one Python file")
+            return read_workspace(path)
+        if path.is_file():
+            return Source(name=path.name, text=path.read_text())
+        raise FileNotFoundError(f"{what} {value!s}: no such file or directory")
+    return Source(name=f"<{what}>.py", text=value)
+
+
+def read_workspace(path: Path, entry: str = "model_new.py") -> Source:
+    """An agent workspace: every text file under ``path`` (``model_new.py`` plus e.g. ``kernels/*.cu``)."""
+    if not (path / entry).is_file():
+        raise FileNotFoundError(f"workspace {path} has no {entry}")
+    files: dict[str, str] = {}
+    total = 0
+    for file in sorted(path.rglob("*")):
+        rel = file.relative_to(path)
+        if not file.is_file() or any(p in SKIP_DIRS or p.startswith(".") for p in rel.parts):
+            continue
+        if file.suffix in (".pyc", ".so", ".o", ".cubin", ".ptx", ".fatbin"):
+            continue
+        try:
+            text = file.read_text()
+        except UnicodeDecodeError:
+            raise ValueError(f"workspace file {rel} is not UTF-8 text") from None
+        total += len(text)
+        if total > MAX_WORKSPACE_BYTES:
+            raise ValueError(f"workspace {path} holds more than {MAX_WORKSPACE_BYTES} bytes of text")
+        files[rel.as_posix()] = text
+    return Source(name=path.name, files=files, entry=entry)
+
+
+def source_hash(source: Source) -> str:
+    h = hashlib.sha256()
+    if source.text is not None:
+        h.update(source.text.encode())
+    else:
+        for rel, text in sorted((source.files or {}).items()):
+            h.update(rel.encode() + b"\0" + text.encode() + b"\0")
+    return h.hexdigest()
+
+
+def display_stem(source: Source) -> str:
+    name = Path(source.name).name
+    return name[:-3] if name.endswith(".py") else name

@@ -1,0 +1,76 @@
+"""How failures inside the run worker become verdicts: the candidate's (``Verdict``) or the problem's.
+
+Candidate code (and code run on its outputs) goes through ``call_candidate``: any exception becomes the
+candidate's verdict (a ``PolicyViolation`` from the guard: ``rejected`` with its check and evidence).
+Reference code goes through ``call_problem``: its failures are ``ProblemError`` (a user error, never blamed
+on the candidate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..rules.policies import PolicyViolation
+from ..rules.result import NOT_RUN, REJECTED, RUNTIME_ERROR
+from . import loader
+from .build import NO_DEVICE
+from .diagnostics import exception_line
+from .loader import ProblemError
+
+
+class Verdict(Exception):
+    """Ends a request early with a verdict for the candidate."""
+
+    def __init__(self, status: str, stage: str, error: str, messages=None, check=None, evidence=None):
+        super().__init__(error)
+        self.payload = {
+            "status": status,
+            "stage": stage,
+            "error": error,
+            "messages": list(messages or []),
+            "check": check,
+            "evidence": evidence,
+        }
+
+    @property
+    def status(self) -> str:
+        return self.payload["status"]
+
+
+def rejected(exc: PolicyViolation, stage: str) -> Verdict:
+    evidence = {**(exc.evidence or {}), "stage": stage} if isinstance(exc.evidence, dict) else exc.evidence
+    return Verdict(
+        REJECTED, stage, f"policy check {exc.check!r} failed: {exc}", check=exc.check, evidence=evidence
+    )
+
+
+def candidate_failure(exc: BaseException, loaded: loader.Loaded, stage: str, device: torch.device) -> Verdict:
+    if isinstance(exc, PolicyViolation):
+        return rejected(exc, stage)
+    if isinstance(exc, Verdict):
+        return exc
+    err = loader.classify_exception(exc, loaded, RUNTIME_ERROR, during=stage)
+    if device.type == "cpu" and err.status == RUNTIME_ERROR and NO_DEVICE.search(str(exc)):
+        return Verdict(NOT_RUN, stage, f"needs a CUDA device (CPU mode): {exception_line(exc)}", err.messages)
+    return Verdict(err.status, stage, err.error, err.messages)
+
+
+def call_problem(what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run reference code: its failures are the problem's (``ProblemError``), never the candidate's."""
+    try:
+        return fn(*args)
+    except (Verdict, ProblemError):
+        raise
+    except Exception as exc:
+        raise ProblemError(f"reference {what} failed: {exception_line(exc)}") from None
+
+
+def call_candidate(fn: Callable[..., Any], *args: Any, loaded, stage: str, device: torch.device) -> Any:
+    """Run candidate code (or code on its outputs): its failures become the candidate's verdict."""
+    try:
+        return fn(*args)
+    except BaseException as exc:  # also SystemExit / KeyboardInterrupt raised by the candidate
+        raise candidate_failure(exc, loaded, stage, device) from None

@@ -1,0 +1,186 @@
+"""Evaluate a directory of solutions against a directory of KernelBench-format problems.
+
+Solutions map to problems by file stem: ``<problem>.py``, ``<problem>__<variant>.py`` or a workspace
+directory ``<problem>/`` (or ``<problem>__<variant>/``) holding ``model_new.py``. Results are appended to a
+JSONL file as they finish (flushed and fsynced), so an interrupted batch resumes where it stopped: solutions
+already in the file are skipped and a partial last line is dropped. The summary
+(``kernels_env.reports.summary``) is printed, saved as JSON, and plotted.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..client import BrokenReference, SandboxClient
+from ..rules.config import BatchConfig
+from .summary import format_summary, plot, summarize
+
+
+@dataclass(frozen=True)
+class Item:
+    problem: str
+    problem_path: Path
+    solution_path: Path
+    key: str  # the solution's name in the solutions directory (unique): what resuming matches on
+
+
+def _natural(name: str) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def discover(problems_dir: str | Path, solutions_dir: str | Path) -> tuple[dict[str, Path], list[Item], list]:
+    """(problems by stem, items, solution names that match no problem)."""
+    pdir, sdir = Path(problems_dir), Path(solutions_dir)
+    if not pdir.is_dir():
+        raise FileNotFoundError(f"problems directory {pdir} does not exist")
+    if not sdir.is_dir():
+        raise FileNotFoundError(f"solutions directory {sdir} does not exist")
+    problems = {
+        p.stem: p
+        for p in sorted(pdir.glob("*.py"), key=lambda p: _natural(p.name))
+        if not p.name.startswith("_")
+    }
+    items, unmatched = [], []
+    for entry in sorted(sdir.iterdir(), key=lambda p: _natural(p.name)):
+        if entry.name.startswith((".", "_")):
+            continue
+        if entry.is_dir():
+            if not (entry / "model_new.py").is_file():
+                continue
+            stem = entry.name
+        elif entry.suffix == ".py":
+            stem = entry.stem
+        else:
+            continue
+        problem = _match(stem, problems)
+        if problem is None:
+            unmatched.append(entry.name)
+        else:
+            items.append(Item(problem, problems[problem], entry, entry.name))
+    return problems, items, unmatched
+
+
+def _match(stem: str, problems: dict[str, Path]) -> str | None:
+    if stem in problems:
+        return stem
+    base = stem.split("__", 1)[0]
+    return base if "__" in stem and base in problems else None
+
+
+def read_results(path: Path) -> dict[str, dict[str, Any]]:
+    """Results already written, by solution key; a partial (interrupted) last line is cut off the file."""
+    done: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return done
+    data = path.read_bytes()
+    good_end = 0
+    offset = 0
+    for raw in data.splitlines(keepends=True):
+        offset += len(raw)
+        complete = raw.endswith(b"\n")
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            if not complete:
+                break  # the interrupted last line
+            print(f"warning: {path}: skipping a malformed line", file=sys.stderr)
+            good_end = offset
+            continue
+        if not complete:
+            break
+        good_end = offset
+        if isinstance(record, dict) and "solution" in record:
+            done[record["solution"]] = record
+    if good_end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+    return done
+
+
+def _append(f, record: dict[str, Any]) -> None:
+    f.write(json.dumps(record, default=str) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, disable=not enabled, unit="sol", dynamic_ncols=True)
+
+
+def run_batch(cfg: BatchConfig) -> dict[str, Any]:
+    out_dir = Path(cfg.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_path = out_dir / cfg.results_name
+    problems, items, unmatched = discover(cfg.problems_dir, cfg.solutions_dir)
+    for name in unmatched:
+        print(f"warning: solution {name} matches no problem in {cfg.problems_dir}", file=sys.stderr)
+    if not cfg.resume and results_path.exists():
+        results_path.unlink()
+    done = read_results(results_path)
+    keys = {i.key for i in items}
+    todo = [i for i in items if i.key not in done]
+    errors: list[str] = []
+    if todo:
+        errors = _evaluate_all(cfg, todo, results_path, len(items) - len(todo))
+    results = [r for k, r in read_results(results_path).items() if k in keys]
+    summary = summarize(results, problems)
+    summary["errors"] = errors
+    summary["unmatched_solutions"] = unmatched
+    summary["results_file"] = str(results_path)
+    summary_path = out_dir / cfg.summary_name
+    tmp = summary_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=str))
+    os.replace(tmp, summary_path)
+    print(format_summary(summary))
+    print(f"results: {results_path}\nsummary: {summary_path}")
+    if cfg.plot and results:
+        print(f"plot:    {plot(results, summary, str(out_dir / cfg.plot_name))}")
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    return summary
+
+
+def _evaluate_all(cfg: BatchConfig, todo: list[Item], results_path: Path, initial: int) -> list[str]:
+    errors: list[str] = []
+    bar = _progress(initial + len(todo), initial, cfg.progress)
+    client = SandboxClient(cfg.sandbox, cfg.judge)
+    try:
+        client.start()
+        limit = cfg.max_in_flight or cfg.sandbox.num_compile_workers + max(cfg.sandbox.num_gpu_workers, 1) + 1
+        pending: dict[concurrent.futures.Future, Item] = {}
+        queue = list(todo)
+        with open(results_path, "a") as f:
+            while queue or pending:
+                while queue and len(pending) < limit:
+                    item = queue.pop(0)
+                    future = client.submit(
+                        item.problem_path, item.solution_path, problem=item.problem, solution_name=item.key
+                    )
+                    pending[future] = item
+                finished, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in finished:
+                    item = pending.pop(future)
+                    try:
+                        result = future.result()
+                    except (BrokenReference, OSError, ValueError) as exc:  # this item's inputs; others go on
+                        errors.append(f"{item.key}: {exc}")
+                    else:
+                        _append(f, result)
+                        bar.set_postfix_str(f"{item.key}: {result['status']}", refresh=False)
+                    bar.update(1)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: results so far are in {results_path}; run again to resume", file=sys.stderr)
+        raise
+    finally:
+        bar.close()
+        client.close()
+    return errors

@@ -1,0 +1,198 @@
+"""KernelBench-style summary of many results: fast_p, shares faster than each baseline, geomean and median
+speedups, status counts; plus the speedup plot.
+
+fast_p (KernelBench): the share of ALL problems whose solution is correct AND more than p times faster than
+the baseline; a problem without a result counts as a failure. With several solutions per problem (samples
+``<stem>__<variant>``), each problem weighs 1 and contributes the mean over its solutions (the expected
+single-sample fast_p); ``best_of`` uses the best solution per problem instead. Faster-than shares use
+CUDA Agent's ">5% faster" rule. Geomean and median speedups are over correct solutions with a speedup.
+``not_run`` results (CPU mode: compiled, never executed) are unverified: they are left out of every share, and
+a problem whose solutions are all ``not_run`` leaves the denominator (listed as ``problems_unverified``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..rules.rewards import faster
+
+P_VALUES = (0.0, 1.0, 1.5, 2.0)
+
+
+def _fast(result: Mapping[str, Any], p: float, mode: str) -> float | None:
+    if result.get("status") != "correct":
+        return 0.0
+    if p == 0.0:
+        return 1.0
+    if not (result.get("timings") or {}).get("comparable"):
+        return None  # correct, but no comparable timing (CPU mode): unknown
+    s = (result.get("speedups") or {}).get(mode)
+    return float(s is not None and s > p)  # a failed baseline never counts as faster
+
+
+def _share(per_problem: Mapping[str, list], problems: Iterable[str], score, best: bool) -> float | None:
+    problems = list(problems)
+    if not problems:
+        return None
+    total = 0.0
+    for name in problems:
+        scores = [score(r) for r in per_problem.get(name, [])]
+        if any(v is None for v in scores):
+            return None  # a correct result without a comparable timing: the share is unknown
+        if scores:
+            total += max(scores) if best else statistics.fmean(scores)
+    return total / len(problems)
+
+
+def summarize(results: list[Mapping[str, Any]], problems: Iterable[str]) -> dict[str, Any]:
+    problems = sorted(set(problems) | {r["problem"] for r in results})
+    unverified = sorted(
+        {r["problem"] for r in results} - {r["problem"] for r in results if r["status"] != "not_run"}
+    )
+    counts = Counter(r["status"] for r in results)
+    results = [r for r in results if r["status"] != "not_run"]
+    problems = [p for p in problems if p not in unverified]
+    per_problem: dict[str, list] = defaultdict(list)
+    for r in results:
+        per_problem[r["problem"]].append(r)
+    modes = sorted({m for r in results for m in (r.get("speedups") or {})}, key=_mode_order)
+    correct = [r for r in results if r["status"] == "correct"]
+    comparable = any((r.get("timings") or {}).get("comparable") for r in results)
+    out: dict[str, Any] = {
+        "num_problems": len(problems),
+        "num_solutions": sum(counts.values()),
+        "problems_without_solution": sorted(p for p in problems if p not in per_problem),
+        "problems_unverified": unverified,
+        "status_counts": dict(counts),
+        "comparable": comparable,
+        "fast_p": {},
+        "fast_p_best_of": {},
+        "faster_than": {},
+        "geomean_speedup": {},
+        "median_speedup": {},
+        "mean_reward": _mean([r["reward"] for r in results if r.get("reward") is not None]),
+    }
+    for mode in modes or ["eager"]:
+        for key, best in (("fast_p", False), ("fast_p_best_of", True)):
+            out[key][mode] = {
+                _p(p): _share(per_problem, problems, functools.partial(_fast, p=p, mode=mode), best)
+                for p in P_VALUES
+            }
+        faster_score = functools.partial(_faster_score, mode=mode)
+        out["faster_than"][mode] = _share(per_problem, problems, faster_score, False)
+        speeds = [r["speedups"][mode] for r in correct if (r.get("speedups") or {}).get(mode)]
+        geomean = math.exp(statistics.fmean(math.log(s) for s in speeds)) if speeds else None
+        out["geomean_speedup"][mode] = geomean
+        out["median_speedup"][mode] = statistics.median(speeds) if speeds else None
+    return out
+
+
+def fast_p_curve(
+    results: list[Mapping[str, Any]],
+    problems: Iterable[str],
+    mode: str,
+    ps: Iterable[float],
+    best: bool = False,
+) -> list[float | None]:
+    """fast_p at each p in ``ps`` (same rules as ``summarize``): the curve papers plot against p."""
+    problems = sorted(set(problems) | {r["problem"] for r in results})
+    verified = {r["problem"] for r in results if r["status"] != "not_run"}
+    problems = [p for p in problems if p in verified or p not in {r["problem"] for r in results}]
+    per_problem: dict[str, list] = defaultdict(list)
+    for r in results:
+        if r["status"] != "not_run":
+            per_problem[r["problem"]].append(r)
+    return [_share(per_problem, problems, functools.partial(_fast, p=p, mode=mode), best) for p in ps]
+
+
+def _faster_score(r: Mapping[str, Any], mode: str) -> float | None:
+    if r.get("status") != "correct":
+        return 0.0
+    if not (r.get("timings") or {}).get("comparable"):
+        return None
+    return float(faster((r.get("speedups") or {}).get(mode)))
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _p(p: float) -> str:
+    return f"{p:g}"
+
+
+def _mode_order(mode: str) -> tuple[int, str]:
+    order = {"eager": 0, "compile": 1, "max-autotune": 2}
+    return order.get(mode, 9), mode
+
+
+def format_summary(summary: Mapping[str, Any]) -> str:
+    """A plain-text table (printed by the CLI and the batch job)."""
+    fmt = lambda v: "n/a" if v is None else (f"{v:.1%}" if isinstance(v, float) else str(v))
+    lines = [
+        f"problems: {summary['num_problems']}  solutions: {summary['num_solutions']}  "
+        f"without a solution: {len(summary['problems_without_solution'])}",
+        "status:   " + ", ".join(f"{k} {v}" for k, v in sorted(summary["status_counts"].items())),
+    ]
+    if summary["status_counts"].get("not_run"):
+        lines.append(
+            f"not_run:  {summary['status_counts']['not_run']} solutions compiled but were not run (CPU "
+            "mode); they are left out of the shares below"
+        )
+    if not summary["comparable"]:
+        lines.append("timings:  not comparable (CPU mode): speed metrics n/a; fast_0 is the correctness rate")
+    header = f"{'baseline':<14}" + "".join(f"{'fast_' + p:>10}" for p in map(_p, P_VALUES))
+    header += f"{'faster':>9}{'geomean':>9}{'median':>9}"
+    lines.append(header)
+    for mode, fp in summary["fast_p"].items():
+        geo, med = summary["geomean_speedup"][mode], summary["median_speedup"][mode]
+        row = f"{mode:<14}" + "".join(f"{fmt(v):>10}" for v in fp.values())
+        row += f"{fmt(summary['faster_than'][mode]):>9}"
+        row += f"{'n/a' if geo is None else f'{geo:.2f}x':>9}{'n/a' if med is None else f'{med:.2f}x':>9}"
+        lines.append(row)
+    if summary.get("mean_reward") is not None:
+        lines.append(f"mean reward: {summary['mean_reward']:.3f}")
+    return "\n".join(lines)
+
+
+def plot(results: list[Mapping[str, Any]], summary: Mapping[str, Any], path: str) -> str:
+    """Speedup distribution per baseline (log scale) when timings are comparable, else verdict counts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    modes = [m for m, g in summary["geomean_speedup"].items() if g is not None]
+    if summary["comparable"] and modes:
+        for mode in modes:
+            speeds = sorted(
+                r["speedups"][mode]
+                for r in results
+                if r["status"] == "correct" and (r.get("speedups") or {}).get(mode)
+            )
+            ax.plot(
+                speeds,
+                [(i + 1) / len(speeds) for i in range(len(speeds))],
+                drawstyle="steps-post",
+                label=f"vs {mode} (geomean {summary['geomean_speedup'][mode]:.2f}x)",
+            )
+        ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_xlabel("speedup (baseline time / candidate time), correct solutions")
+        ax.set_ylabel("cumulative share")
+        ax.legend()
+    else:
+        counts = summary["status_counts"]
+        ax.bar(list(counts), list(counts.values()), color="tab:blue")
+        ax.set_ylabel("solutions")
+        ax.set_title("verdicts (CPU mode: timings not comparable, no speedups)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,9 @@
+"""The sandbox's rules and contracts: what is asked, how it is judged, what comes back.
+
+``config`` (typed sandbox/judge/batch configuration), ``protocols`` (judge protocols by name: trials,
+tolerances, weight sync, fatal input families), ``policies`` (what a solution may do), ``rewards`` (reward
+functions of a verdict), ``result`` (the one verdict schema and its statuses) and ``messages`` (the versioned
+JSON-lines messages between the client and its workers).
+
+Pure data and decisions: imports nothing else of ``kernels_env`` and no torch.
+"""

@@ -1,0 +1,107 @@
+"""The sandbox's processes for one client: one run worker per GPU (or one CPU run worker), CPU compile
+workers, optional standby run workers, a private temp directory and the threads requests run on.
+
+Started on first use, in parallel; ``close`` stops everything and removes the temp directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..rules.config import SandboxConfig
+from . import devices
+from .supervisor import Worker, WorkerPool
+
+
+class Fleet:
+    def __init__(self, config: SandboxConfig, cache_dir: Path, cache_env: dict[str, str]):
+        self.config, self.cache_dir, self.cache_env = config, cache_dir, cache_env
+        self.device: str | None = None
+        self.run: WorkerPool | None = None
+        self.compile: WorkerPool | None = None
+        self.tmp: Path | None = None
+        self.executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self.cuda_arch = ""
+
+    @property
+    def started(self) -> bool:
+        return self.run is not None
+
+    def start(self) -> None:
+        cfg = self.config
+        self.device, gpus = devices.resolve(cfg.device)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix="kernels_env-"))
+        atexit.register(self.close)
+        limit = int(cfg.memory_limit_gb * 2**30)
+        common = {"TRITON_CACHE_DIR": str(self.cache_dir / "triton"), **self.cache_env}
+        if self.device == "cuda":
+            # at most one run worker per GPU: two would disturb each other's timings
+            count = min(cfg.num_gpu_workers or len(gpus), len(gpus))
+            run_envs = [{**common, "CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(count)]
+        else:
+            run_envs = [{**common, "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}]
+        run_envs = [{**env, "KERNELS_ENV_BUILD_ONLY": "0"} for env in run_envs]
+        compile_env = {**common, "CUDA_VISIBLE_DEVICES": "", "KERNELS_ENV_BUILD_ONLY": "1"}
+
+        def worker(role: str, device: str, env: dict[str, str], name: str) -> Worker:
+            return Worker(role, device, env, self.tmp, name, limit, cfg.startup_timeout_s)
+
+        runs = [worker("run", self.device, env, f"run{i}") for i, env in enumerate(run_envs)]
+        compiles = [
+            worker("compile", "cpu", compile_env, f"compile{i}")
+            for i in range(max(1, cfg.num_compile_workers))
+        ]
+        standbys = [worker("run", self.device, env, f"run{i}-standby") for i, env in enumerate(run_envs)]
+        self.run = WorkerPool(runs, cfg.max_requests_per_worker, standbys if cfg.standby_run_workers else [])
+        self.compile = WorkerPool(compiles)
+        failures: list[BaseException] = []
+
+        def boot(pool: WorkerPool) -> None:
+            try:
+                pool.start()
+            except BaseException as exc:  # re-raised below in the caller's thread
+                failures.append(exc)
+
+        threads = [threading.Thread(target=boot, args=(p,), daemon=True) for p in (self.run, self.compile)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failures:
+            self.close()
+            raise failures[0]
+        self.cuda_arch = self._arch()
+        workers = len(runs) + len(compiles) + 2
+        self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="kernels_env")
+
+    def _arch(self) -> str:
+        if self.config.cuda_arch != "auto":
+            return self.config.cuda_arch
+        envs = self.run.environments() if self.run else []
+        return next((e["compute_capability"] for e in envs if e.get("compute_capability")), "9.0")
+
+    def environment(self) -> dict[str, Any]:
+        envs = self.run.environments() if self.run else []
+        return envs[0] if envs else {}
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            self.executor = None
+        pools = [p for p in (self.run, self.compile) if p is not None]
+        closers = [threading.Thread(target=p.close, daemon=True) for p in pools]
+        for t in closers:
+            t.start()
+        for t in closers:
+            t.join()
+        self.run = self.compile = None
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None

@@ -1,0 +1,417 @@
+"""Worker processes seen from the caller: start, talk JSON lines with deadlines, watch memory, kill, restart.
+
+A ``Worker`` is one child process (``python -m kernels_env.runtime.worker``) in its own session, its stderr
+going to
+a log file. ``call`` sends one request and waits for its reply; a timeout, a crash (EOF), host memory (RSS of
+the worker and its children) above the limit, or a malformed reply kills the process group and raises
+``WorkerFailure`` with what is known (last progress stage, exit signal, stderr tail). A ``WorkerPool``
+hands out workers one request at a time and restarts dead ones in the background.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ..host.processes import kill_tree
+from ..rules import messages
+
+POLL_S = 0.05
+MAX_LOG_BYTES = 8 * 2**20  # a worker's log is started afresh beyond this (at its next start)
+MAX_OUTPUT_BYTES = 64 * 2**20  # output one request may print before its worker is killed
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself cannot work (a worker never starts, ...): never the candidate's fault."""
+
+
+class BrokenReference(SandboxError):
+    """The reference (problem) cannot be loaded or run: a user input error, not the candidate's fault."""
+
+
+class WorkerFailure(Exception):
+    def __init__(self, kind: str, detail: str, stage: str = "", log_tail: str = "", evidence=None):
+        super().__init__(detail)
+        self.kind = kind  # timeout | crash | memory | output | protocol | forgery
+        self.detail = detail
+        self.stage = stage
+        self.log_tail = log_tail
+        self.evidence = evidence or {}
+
+
+class Worker:
+    def __init__(
+        self,
+        role: str,
+        device: str,
+        env: dict[str, str],
+        log_dir: Path,
+        name: str,
+        memory_limit_bytes: int,
+        startup_timeout_s: float,
+    ):
+        self.role, self.device, self.env, self.name = role, device, env, name
+        self.log_path = log_dir / f"{name}.log"
+        self.memory_limit_bytes = memory_limit_bytes
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.hello: messages.Hello | None = None
+        self.requests = 0
+        self._buffer = b""
+
+    def start(self) -> messages.Hello:
+        self.kill()
+        if self.log_path.exists() and self.log_path.stat().st_size > MAX_LOG_BYTES:
+            self.log_path.unlink()
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        worker = "kernels_env.runtime.worker"
+        cmd = [sys.executable, "-m", worker, "--role", self.role, "--device", self.device]
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+                start_new_session=True,
+                cwd=root,
+            )
+        finally:
+            log.close()
+        self._buffer = b""
+        self.requests = 0
+        try:
+            hello = self._read(time.monotonic() + self.startup_timeout_s, request_id=None)
+        except WorkerFailure as exc:
+            self.kill()
+            raise SandboxError(f"{self.name} worker did not start: {exc.detail}\n{exc.log_tail}") from None
+        if not isinstance(hello, messages.Hello):
+            self.kill()
+            raise SandboxError(f"{self.name} worker sent {hello!r} instead of hello")
+        self.hello = hello
+        return hello
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        kill_tree(proc.pid)  # its group and what its tools started in their own sessions (nvcc, ncu)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=30)
+        for stream in (proc.stdin, proc.stdout):
+            with contextlib.suppress(Exception):
+                stream.close()
+
+    def request_shutdown(self) -> None:
+        if self.alive:
+            with contextlib.suppress(Exception):
+                self.proc.stdin.write(messages.encode(messages.Shutdown()))
+                self.proc.stdin.flush()
+
+    def close(self, grace_s: float = 10.0) -> None:
+        """Ask the worker to exit, give it ``grace_s`` seconds, then kill its process group."""
+        self.request_shutdown()
+        if self.proc is not None:
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=grace_s)
+        self.kill()
+
+    def call(self, request: Any, timeout_s: float) -> messages.Reply:
+        if not self.alive:
+            raise WorkerFailure("crash", f"{self.name} worker is not running")
+        self.requests += 1
+        self._log_offset = self._log_size()
+        request.nonce = secrets.token_hex(16)  # fresh per request: a reply must echo it
+        try:
+            self.proc.stdin.write(messages.encode(request))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            self.kill()
+            raise WorkerFailure(
+                "crash", f"{self.name} worker pipe closed: {exc}", log_tail=self.log_tail()
+            ) from None
+        deadline = time.monotonic() + timeout_s
+        reply = self._read(deadline, request_id=request.id, timeout_s=timeout_s, nonce=request.nonce)
+        if reply.fatal:  # the worker exits after this reply
+            self.kill()
+        elif self._buffer.strip() or (self._pending() or b"").strip():  # exactly one reply per request
+            self._forgery(f"data after the reply to {request.id!r}", self._buffer[:300], "")
+        return reply
+
+    def _pending(self) -> bytes | None:
+        """What the worker wrote that nobody read yet (b'' at end of file; None when nothing is there)."""
+        if self.proc is None:
+            return None
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            if not sel.select(timeout=0):
+                return None
+        chunk = os.read(fd, 1 << 16)
+        self._buffer += chunk
+        return chunk
+
+    def stray_output(self) -> bool:
+        """The idle worker wrote something (a candidate's leftover writer) or exited: do not hand it out."""
+        return self.alive and (self._buffer.strip() != b"" or self._pending() is not None)
+
+    def _forgery(self, what: str, data: bytes | str, stage: str) -> None:
+        self.kill()
+        text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
+        raise WorkerFailure(
+            "forgery",
+            f"forged message on the protocol channel: {what}",
+            stage,
+            self.log_tail(),
+            {"what": what, "data": text[:300]},
+        )
+
+    def _read(self, deadline: float, request_id: str | None, timeout_s: float = 0.0, nonce: str = "") -> Any:
+        """The next non-progress message; progress updates the stage a failure reports. During a request
+        (``nonce`` given) every message must be authentic: a malformed line, a wrong nonce or sequence number
+        is a forgery (only candidate code, never the worker, writes such lines)."""
+        stage = ""
+        seq = 0
+        sel = selectors.DefaultSelector()
+        fd = self.proc.stdout.fileno()
+        sel.register(fd, selectors.EVENT_READ)
+        next_memory_check = 0.0
+        try:
+            while True:
+                while b"\n" in self._buffer:
+                    line, self._buffer = self._buffer.split(b"\n", 1)
+                    try:
+                        msg = messages.decode(line)
+                    except messages.ProtocolError as exc:
+                        if nonce:
+                            self._forgery(f"a malformed line ({exc})", line, stage)
+                        self.kill()
+                        raise WorkerFailure(
+                            "protocol", f"malformed message from worker: {exc}", stage, self.log_tail()
+                        ) from None
+                    if nonce:
+                        if not isinstance(msg, (messages.Progress, messages.Reply)):
+                            self._forgery(f"an unexpected {msg.kind} message", line, stage)
+                        if not secrets.compare_digest(str(msg.nonce), nonce) or msg.seq != seq:
+                            self._forgery(f"a {msg.kind} without the request's nonce/sequence", line, stage)
+                        seq += 1
+                    if isinstance(msg, messages.Progress):
+                        stage = msg.stage
+                        continue
+                    if request_id is not None and getattr(msg, "id", None) != request_id:
+                        self.kill()
+                        raise WorkerFailure(
+                            "protocol",
+                            f"reply for {getattr(msg, 'id', None)!r}, expected {request_id!r}",
+                            stage,
+                            self.log_tail(),
+                        )
+                    return msg
+                now = time.monotonic()
+                if now >= deadline:
+                    self.kill()
+                    what = f"exceeded the {timeout_s:g} s limit" if timeout_s else "timed out"
+                    raise WorkerFailure("timeout", what, stage, self.log_tail())
+                if now >= next_memory_check:
+                    next_memory_check = now + 2 * POLL_S
+                    if self._log_size() - getattr(self, "_log_offset", 0) > MAX_OUTPUT_BYTES:
+                        self.kill()
+                        raise WorkerFailure(
+                            "output",
+                            f"the candidate printed more than {MAX_OUTPUT_BYTES >> 20} MiB",
+                            stage,
+                            self.log_tail(),
+                        )
+                    rss = self._rss()
+                    if rss > self.memory_limit_bytes:
+                        self.kill()
+                        raise WorkerFailure(
+                            "memory",
+                            f"host memory {rss / 2**30:.2f} GiB exceeded the limit of "
+                            f"{self.memory_limit_bytes / 2**30:.2f} GiB",
+                            stage,
+                            self.log_tail(),
+                        )
+                if sel.select(timeout=min(POLL_S, max(deadline - now, 0.0))):
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        code = self.proc.wait(timeout=30) if self.proc else None
+                        self.kill()
+                        raise WorkerFailure("crash", _exit_text(code), stage, self.log_tail())
+                    self._buffer += chunk
+                    if len(self._buffer) > messages.MAX_MESSAGE_BYTES:
+                        self.kill()
+                        raise WorkerFailure("protocol", "worker message exceeds the size limit", stage)
+        finally:
+            sel.close()
+
+    def _rss(self) -> int:
+        try:
+            root = psutil.Process(self.proc.pid)
+            procs = [root, *root.children(recursive=True)]
+        except (psutil.Error, AttributeError):
+            return 0
+        total = 0
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                total += p.memory_info().rss
+        return total
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_tail(self, limit: int = 3000) -> str:
+        """What the worker wrote to stderr during the current request (its last ``limit`` bytes)."""
+        start = getattr(self, "_log_offset", 0)
+        try:
+            with open(self.log_path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(start, size - limit))
+                return f.read().decode("utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "worker exited"
+    if code < 0:
+        try:
+            return f"worker process died from signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"worker process died from signal {-code}"
+    return f"worker process exited with code {code}"
+
+
+class WorkerPool:
+    """Hands out one idle worker per request. A dead or recycled worker is replaced at once by its ready
+    standby (a started twin with the same environment, e.g. the same GPU) when it has one, and restarted in
+    the background to become the next standby; without a standby the request after a crash waits for the
+    restart."""
+
+    def __init__(self, workers: list[Worker], max_requests: int = 0, standbys: list[Worker] | None = None):
+        self.workers = list(workers)
+        self.max_requests = max_requests
+        self._standby: dict[int, Worker | None] = dict(enumerate(standbys or []))
+        self._slot = {id(w): i for i, w in enumerate(self.workers)}
+        self._slot.update({id(w): i for i, w in self._standby.items() if w is not None})
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._lock = threading.Lock()
+        self._error: str | None = None
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the workers (blocking); standbys start afterwards in the background."""
+        errors: list[str] = []
+
+        def boot(w: Worker) -> None:
+            try:
+                w.start()
+                self._idle.put(w)
+            except SandboxError as exc:
+                errors.append(str(exc))
+
+        threads = [threading.Thread(target=boot, args=(w,), daemon=True) for w in self.workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            self.close()
+            raise SandboxError(errors[0])
+        for slot, standby in list(self._standby.items()):
+            if standby is not None:
+                self._standby[slot] = None
+                threading.Thread(target=self._restart, args=(standby, True), daemon=True).start()
+
+    @contextlib.contextmanager
+    def acquire(self) -> Iterator[Worker]:
+        while True:
+            if self._error:
+                raise SandboxError(self._error)
+            if self._closed:
+                raise SandboxError("the sandbox client is closed")
+            try:
+                worker = self._idle.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if worker.alive and worker.stray_output():  # a leftover writer of the previous candidate
+                self._replace(worker)
+                continue
+            break
+        try:
+            yield worker
+        finally:
+            recycle = self.max_requests and worker.requests >= self.max_requests
+            if worker.alive and not recycle:
+                self._idle.put(worker)
+            elif not self._closed:
+                self._replace(worker)
+
+    def _replace(self, worker: Worker) -> None:
+        worker.kill()
+        slot = self._slot[id(worker)]
+        with self._lock:
+            standby = self._standby.get(slot)
+            ready = standby is not None and standby.alive and standby.hello is not None
+            if ready:
+                self._standby[slot] = None
+        if ready:
+            self._idle.put(standby)
+        threading.Thread(target=self._restart, args=(worker, ready), daemon=True).start()
+
+    def _restart(self, worker: Worker, as_standby: bool) -> None:
+        last = ""
+        for attempt in range(3):
+            try:
+                worker.start()
+                with self._lock:
+                    closed = self._closed
+                    if not closed and as_standby:
+                        self._standby[self._slot[id(worker)]] = worker
+                    elif not closed:
+                        self._idle.put(worker)
+                if closed:
+                    worker.close()
+                return
+            except SandboxError as exc:
+                last = str(exc)
+                time.sleep(1 + attempt)
+        if not as_standby:
+            self._error = f"{worker.name} worker could not be restarted: {last}"
+
+    def environments(self) -> list[dict[str, Any]]:
+        return [w.hello.environment for w in self.workers if w.hello is not None]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers = [*self.workers, *(s for s in self._standby.values() if s is not None)]
+        for w in workers:  # all at once: each may take a moment to exit
+            w.request_shutdown()
+        deadline = time.monotonic() + 10.0
+        for w in workers:
+            w.close(grace_s=max(0.0, deadline - time.monotonic()))
