@@ -9,7 +9,6 @@ between segments (at most ``interval - 1`` wasted steps per stop; without stop s
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from dataclasses import dataclass, field
@@ -472,7 +471,3 @@ class _StopChecker:
                 gen_len=jnp.asarray(gen_len), done=jnp.asarray(done), finish=jnp.asarray(finish)
             )
         return carry, done
-
-
-def sampling_config(**kwargs) -> SamplingConfig:
-    return dataclasses.replace(SamplingConfig(), **kwargs)

@@ -22,7 +22,11 @@ RUNTIME_ERROR = "runtime_error"
 TIMEOUT = "timeout"
 REJECTED = "rejected"  # a policy check failed (``check`` names it, ``evidence`` says why)
 NOT_RUN = "not_run"  # CPU mode: a CUDA solution compiled but cannot run here (reward null)
-STATUSES = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED, NOT_RUN)
+# Verdicts that are not the candidate's doing: no reward, counted apart from the candidate's failures.
+JUDGE_ERROR = "judge_error"  # the judge itself failed (its own exception, its own out-of-memory): a traceback
+REFERENCE_ERROR = "reference_error"  # the reference problem cannot be loaded or run
+NO_VERDICT = (NOT_RUN, JUDGE_ERROR, REFERENCE_ERROR)  # statuses without a reward
+STATUSES = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED, *NO_VERDICT)
 FAILURES = (INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED)
 
 STAGES = ("compile", "load", "correctness", "timing", "done")
@@ -114,10 +118,6 @@ def new_result(
 def message(kind: str, text: str = "", **fields: Any) -> dict[str, Any]:
     """A structured message: kind is one of compiler, mismatch, traceback, error, log, note."""
     return {"kind": kind, "text": text, **fields}
-
-
-def is_failure(result: dict[str, Any]) -> bool:
-    return result.get("status") in FAILURES
 
 
 def validate(result: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """Rewards by name: a function of the verdict status and the speedups over each baseline.
 
-Every reward maps ``not_run`` (CPU mode: compiled but not executed) to ``None``. Speedups are
+Every reward maps the statuses without a verdict on the candidate (``not_run``: CPU mode, compiled but not
+executed; ``judge_error``; ``reference_error``) to ``None``. Speedups are
 ``t_baseline / t_candidate``; a missing speedup (CPU mode, failed baseline) never counts as faster.
 """
 
@@ -10,7 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from ._registry import Registry
-from .result import CORRECT, NOT_RUN
+from .result import CORRECT, NO_VERDICT
 
 RewardFn = Callable[[str, Mapping[str, float | None]], float | None]
 REWARDS: Registry[RewardFn] = Registry("reward")
@@ -34,7 +35,7 @@ def faster(speedup: float | None, margin: float = 0.05) -> bool:
 @register_reward("cuda_agent")
 def cuda_agent(status: str, speedups: Mapping[str, float | None]) -> float | None:
     """-1 fail; 1 correct; 2 >5% faster than eager; 3 >5% faster than eager and torch.compile (default)."""
-    if status == NOT_RUN:
+    if status in NO_VERDICT:
         return None
     if status != CORRECT:
         return -1.0
@@ -46,13 +47,13 @@ def cuda_agent(status: str, speedups: Mapping[str, float | None]) -> float | Non
 @register_reward("binary")
 def binary(status: str, speedups: Mapping[str, float | None]) -> float | None:
     """1 correct, 0 otherwise."""
-    return None if status == NOT_RUN else float(status == CORRECT)
+    return None if status in NO_VERDICT else float(status == CORRECT)
 
 
 @register_reward("speedup")
 def speedup(status: str, speedups: Mapping[str, float | None]) -> float | None:
     """Raw speedup over eager when correct (1 when unknown), 0 on failure (the paper's ablation)."""
-    if status == NOT_RUN:
+    if status in NO_VERDICT:
         return None
     if status != CORRECT:
         return 0.0
@@ -66,7 +67,7 @@ def log_speedup(status: str, speedups: Mapping[str, float | None]) -> float | No
 
     The floor keeps every correct solution above every failure, however slow it is.
     """
-    if status == NOT_RUN:
+    if status in NO_VERDICT:
         return None
     if status != CORRECT:
         return -2.0

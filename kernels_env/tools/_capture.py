@@ -20,6 +20,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..fastpath.hooks import BuildEvent, observe_builds
 from ._candidate import Candidate, CandidateError, load_candidate
@@ -92,23 +93,28 @@ def _raw_kernel_signature(code, name, options=(), backend="nvrtc", translate_cuc
 def _raw_module_signature(*, code=None, path=None, options=(), backend="nvrtc", **kw): ...
 
 
-def capture(c: Candidate) -> Capture:
-    cap = Capture()
-    py_files = c.python_files()
-    counter = [0]
+class _Recorder:
+    """Stand-ins for the CUDA builders a candidate calls at import (``load_inline``, ``load``, CuPy's
+    ``RawKernel``/``RawModule``): each records the CUDA source it was given as a ``CudaUnit`` and builds
+    nothing."""
 
-    def add(blocks: list[str], origin: str, flags=(), includes=(), needs_torch=False, prefix=()) -> None:
-        counter[0] += 1
+    def __init__(self, c: Candidate, cap: Capture):
+        self.c, self.cap = c, cap
+        self.py_files = c.python_files()
+        self.count = 0
+
+    def add(self, blocks: list[str], origin: str, flags=(), includes=(), needs_torch=False, prefix=()):
+        self.count += 1
         segments, line = [], len(prefix) + 1
         for b in blocks:
-            count = b.count("\n") + 1
-            where = anchor(py_files, b)
+            n = b.count("\n") + 1
+            where = anchor(self.py_files, b)
             if where is not None:
-                segments.append((line, count, *where))
-            line += count
-        cap.units.append(
+                segments.append((line, n, *where))
+            line += n
+        self.cap.units.append(
             CudaUnit(
-                display=f"{c.display}:<{origin}#{counter[0]}>",
+                display=f"{self.c.display}:<{origin}#{self.count}>",
                 source="\n".join([*prefix, *blocks]),
                 origin=origin,
                 flags=[str(f) for f in flags or ()],
@@ -118,74 +124,78 @@ def capture(c: Candidate) -> Capture:
             )
         )
 
-    def recorders():
-        import torch.utils.cpp_extension as ce
-
-        inline_sig, load_sig = inspect.signature(ce.load_inline), inspect.signature(ce.load)
-
-        def load_inline(*args, **kwargs):
-            a = inline_sig.bind(*args, **kwargs).arguments
+    def load_inline(self, signature: inspect.Signature):
+        def record(*args, **kwargs):
+            a = signature.bind(*args, **kwargs).arguments
             srcs = a.get("cuda_sources")
             srcs = [srcs] if isinstance(srcs, str) else list(srcs or [])
             if srcs:
                 prefix = [] if a.get("no_implicit_headers") else LOAD_INLINE_PREFIX
-                add(
-                    srcs,
-                    "load_inline",
-                    a.get("extra_cuda_cflags"),
-                    a.get("extra_include_paths"),
-                    True,
-                    prefix,
-                )
+                flags, includes = a.get("extra_cuda_cflags"), a.get("extra_include_paths")
+                self.add(srcs, "load_inline", flags, includes, True, prefix)
             return _Stub()
 
-        def load(*args, **kwargs):
-            a = load_sig.bind(*args, **kwargs).arguments
+        return record
+
+    def load(self, signature: inspect.Signature):
+        def record(*args, **kwargs):
+            a = signature.bind(*args, **kwargs).arguments
             sources = a.get("sources") or []
             for s in [sources] if isinstance(sources, str) else sources:
                 p = Path(s)
                 if p.suffix in (".cu", ".cuh") and p.is_file():
-                    rel = (
-                        p.resolve().relative_to(c.root).as_posix()
-                        if p.resolve().is_relative_to(c.root)
-                        else s
-                    )
-                    cap.units.append(
-                        CudaUnit(
-                            display=str(rel),
-                            source=p.read_text(errors="replace"),
-                            origin="load",
-                            flags=[str(f) for f in a.get("extra_cuda_cflags") or ()],
-                            include_dirs=[str(p.parent), *map(str, a.get("extra_include_paths") or ())],
-                            needs_torch=True,
-                        )
-                    )
+                    self.cap.units.append(self._file_unit(p, s, a))
             return _Stub()
 
-        def raw(signature):
-            sig = inspect.signature(signature)
+        return record
 
-            def record(*args, **kwargs):
-                a = sig.bind(*args, **kwargs).arguments
-                code = a.get("code")
-                if code is None and a.get("path"):
-                    code = Path(a["path"]).read_text(errors="replace")
-                if isinstance(code, str):
-                    opts = [o for o in a.get("options") or () if isinstance(o, str)]
-                    add([code], "cupy", [o for o in opts if o.startswith(("-D", "-I", "--std", "-std"))])
-                return _Stub()
+    def _file_unit(self, p: Path, given: str, a: dict) -> CudaUnit:
+        inside = p.resolve().is_relative_to(self.c.root)
+        return CudaUnit(
+            display=str(p.resolve().relative_to(self.c.root).as_posix() if inside else given),
+            source=p.read_text(errors="replace"),
+            origin="load",
+            flags=[str(f) for f in a.get("extra_cuda_cflags") or ()],
+            include_dirs=[str(p.parent), *map(str, a.get("extra_include_paths") or ())],
+            needs_torch=True,
+        )
 
-            return record
+    def raw(self, signature):
+        sig = inspect.signature(signature)
 
-        out = [(ce, "load_inline", load_inline), (ce, "load", load)]
-        if any("cupy" in text for text in py_files.values()):  # importing cupy costs ~0.5 s: only if used
+        def record(*args, **kwargs):
+            a = sig.bind(*args, **kwargs).arguments
+            code = a.get("code")
+            if code is None and a.get("path"):
+                code = Path(a["path"]).read_text(errors="replace")
+            if isinstance(code, str):
+                opts = [o for o in a.get("options") or () if isinstance(o, str)]
+                self.add([code], "cupy", [o for o in opts if o.startswith(("-D", "-I", "--std", "-std"))])
+            return _Stub()
+
+        return record
+
+    def patches(self) -> list[tuple[Any, str, Any]]:
+        """(module, attribute, stand-in) for every builder to replace while the candidate is imported."""
+        import torch.utils.cpp_extension as ce
+
+        out = [
+            (ce, "load_inline", self.load_inline(inspect.signature(ce.load_inline))),
+            (ce, "load", self.load(inspect.signature(ce.load))),
+        ]
+        if any("cupy" in text for text in self.py_files.values()):  # importing cupy costs ~0.5 s
             with contextlib.suppress(Exception):
                 cupy = importlib.import_module("cupy")
-                out += [(cupy, "RawKernel", raw(_raw_kernel_signature))]
-                out += [(cupy, "RawModule", raw(_raw_module_signature))]
+                out += [(cupy, "RawKernel", self.raw(_raw_kernel_signature))]
+                out += [(cupy, "RawModule", self.raw(_raw_module_signature))]
         return out
 
-    patches = [(mod, attr, getattr(mod, attr), fake) for mod, attr, fake in recorders()]
+
+def capture(c: Candidate) -> Capture:
+    """Import the candidate with every CUDA builder recorded instead of run: its CUDA sources, fast-path
+    builds, loaded modules and Triton kernels."""
+    cap = Capture()
+    patches = [(mod, attr, getattr(mod, attr), fake) for mod, attr, fake in _Recorder(c, cap).patches()]
     try:
         for mod, attr, _, fake in patches:
             setattr(mod, attr, fake)

@@ -137,96 +137,16 @@ def parse_sanitizer(text: str, tool: str = "memcheck") -> dict:
     """Findings deduplicated by (kind, kernel, file, line) with occurrence counts and the first sample."""
     findings: dict[tuple, dict] = {}
     for rec in _records(text):
-        head = rec[0]
-        if "Race reported" in head:
-            body = " ".join(rec)
-            m = _RACE.search(body)
-            if not m:
-                continue
-            a, b = _location(m.group("la")), _location(m.group("lb"))
-            severity = "warning" if head.lower().startswith("warning") else "error"
-            kind = f"shared-memory race: {m.group('a')} vs {m.group('b')}"
-            key = (kind, a["kernel"], a["file"], a["line"], b["file"], b["line"])
-            f = findings.setdefault(
-                key,
-                {
-                    "kind": kind,
-                    "severity": severity,
-                    "kernel": a["kernel"] or b["kernel"],
-                    "file": a["file"],
-                    "line": a["line"],
-                    "other": {"access": m.group("b"), "file": b["file"], "line": b["line"]},
-                    "count": 0,
-                    "hazards": 0,
-                },
-            )
-            f["count"] += 1
-            f["hazards"] += int((m.group("n") or "1").replace(",", ""))
+        parsed = _race(rec) if "Race reported" in rec[0] else _access(rec)
+        if parsed is None:
             continue
-        kind = head
-        info: dict = {
-            "kind": _kind_label(head),
-            "severity": "error",
-            "detail": head,
-            "kernel": None,
-            "file": None,
-            "line": None,
-        }
-        s = _SIZE.search(head)
-        if s:
-            info["access_bytes"] = int(s.group(1))
-        for line in rec[1:]:
-            m = _AT.match(line)
-            if m and info["kernel"] is None and info["file"] is None:
-                info.update(_location(m.group("loc")))
-                continue
-            m = _THREAD.search(line)
-            if m:
-                g = list(map(int, m.groups()))
-                info["thread"], info["block"] = g[:3], g[3:]
-                continue
-            m = _ADDR.search(line)
-            if m:
-                info["address"] = m.group(1)
-                if m.group("what"):
-                    info["address_is"] = m.group("what").strip()
-                continue
-            m = _NEAREST.search(line)
-            if m:
-                info["nearest_allocation"] = {
-                    "offset_bytes": int(m.group(1)),
-                    "side": m.group(2),
-                    "address": m.group(3),
-                    "size_bytes": int(m.group(4).replace(",", "")),
-                }
-        key = (
-            info["kind"],
-            info["kernel"],
-            info["file"],
-            info["line"],
-            kind if info["kernel"] is None else "",
-        )
-        f = findings.get(key)
-        if f is None:
-            info["count"] = 0
-            findings[key] = f = info
+        key, info = parsed
+        f = findings.setdefault(key, {**info, "count": 0, **({"hazards": 0} if "hazards" in info else {})})
         f["count"] += 1
+        if "hazards" in info:
+            f["hazards"] += info["hazards"]
     errors = sorted(findings.values(), key=lambda f: (f["severity"] != "error", -f["count"]))
-    summary = {"reported": None, "not_printed": 0}
-    m = _ERR_SUMMARY.search(text)
-    if m:
-        summary["reported"] = int(m.group(1).replace(",", ""))
-    m = _RACE_SUMMARY.search(text)
-    if m:
-        summary["reported"] = int(m.group(2).replace(",", ""))
-        summary["race_hazards_displayed"] = int(m.group(1).replace(",", ""))
-        summary["race_warnings"] = int(m.group(3).replace(",", ""))
-    m = _NOT_PRINTED.search(text)
-    if m:
-        summary["not_printed"] = int(m.group(1).replace(",", ""))
-    m = _SKIPPED.search(text)  # e.g. "3840 errors were skipped (error buffer overflow)": not in the count
-    if m:
-        summary["skipped"] = int(m.group(1).replace(",", ""))
+    summary = _summary(text)
     n_err = sum(f["count"] for f in errors if f["severity"] == "error")
     completed = summary["reported"] is not None
     return {
@@ -237,6 +157,72 @@ def parse_sanitizer(text: str, tool: str = "memcheck") -> dict:
         "summary": summary,
         "clean": completed and summary["reported"] == 0 and not errors,
     }
+
+
+def _race(rec: list[str]) -> tuple[tuple, dict] | None:
+    """A racecheck record: (dedup key, finding with this record's hazard count), or None if unparsable."""
+    head = rec[0]
+    m = _RACE.search(" ".join(rec))
+    if not m:
+        return None
+    a, b = _location(m.group("la")), _location(m.group("lb"))
+    kind = f"shared-memory race: {m.group('a')} vs {m.group('b')}"
+    info = {
+        "kind": kind,
+        "severity": "warning" if head.lower().startswith("warning") else "error",
+        "kernel": a["kernel"] or b["kernel"],
+        "file": a["file"],
+        "line": a["line"],
+        "other": {"access": m.group("b"), "file": b["file"], "line": b["line"]},
+        "hazards": int((m.group("n") or "1").replace(",", "")),
+    }
+    return (kind, a["kernel"], a["file"], a["line"], b["file"], b["line"]), info
+
+
+def _access(rec: list[str]) -> tuple[tuple, dict]:
+    """A memcheck/initcheck/synccheck record: (dedup key, finding)."""
+    head = rec[0]
+    info: dict = {"kind": _kind_label(head), "severity": "error", "detail": head}
+    info.update(kernel=None, file=None, line=None)
+    s = _SIZE.search(head)
+    if s:
+        info["access_bytes"] = int(s.group(1))
+    for line in rec[1:]:
+        m = _AT.match(line)
+        if m and info["kernel"] is None and info["file"] is None:
+            info.update(_location(m.group("loc")))
+        elif m := _THREAD.search(line):
+            g = list(map(int, m.groups()))
+            info["thread"], info["block"] = g[:3], g[3:]
+        elif m := _ADDR.search(line):
+            info["address"] = m.group(1)
+            if m.group("what"):
+                info["address_is"] = m.group("what").strip()
+        elif m := _NEAREST.search(line):
+            info["nearest_allocation"] = {
+                "offset_bytes": int(m.group(1)),
+                "side": m.group(2),
+                "address": m.group(3),
+                "size_bytes": int(m.group(4).replace(",", "")),
+            }
+    key = (info["kind"], info["kernel"], info["file"], info["line"], head if info["kernel"] is None else "")
+    return key, info
+
+
+def _summary(text: str) -> dict:
+    """The tool's closing counts: errors reported (None if it never got there), not printed, skipped."""
+    summary: dict = {"reported": None, "not_printed": 0}
+    if m := _ERR_SUMMARY.search(text):
+        summary["reported"] = int(m.group(1).replace(",", ""))
+    if m := _RACE_SUMMARY.search(text):
+        summary["reported"] = int(m.group(2).replace(",", ""))
+        summary["race_hazards_displayed"] = int(m.group(1).replace(",", ""))
+        summary["race_warnings"] = int(m.group(3).replace(",", ""))
+    if m := _NOT_PRINTED.search(text):
+        summary["not_printed"] = int(m.group(1).replace(",", ""))
+    if m := _SKIPPED.search(text):  # "3840 errors were skipped (error buffer overflow)": not counted
+        summary["skipped"] = int(m.group(1).replace(",", ""))
+    return summary
 
 
 def _kind_label(head: str) -> str:

@@ -197,7 +197,6 @@ def test_plain_torch_is_rejected_under_every_policy(client):
 
 
 def test_fastpath_examples_in_cpu_mode(client):
-    pytest.importorskip("kernels_env.fastpath")
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "examples"

@@ -132,7 +132,6 @@ def test_load_inline_builds_once_in_the_compile_stage(gpu):
 
 
 def test_fastpath_solutions(gpu):
-    pytest.importorskip("kernels_env.fastpath")
     sols = EXAMPLES / "solutions"
     assert evaluate(gpu, problem("1_relu"), sols / "1_relu__cuda.py")["status"] == "correct"
     assert evaluate(gpu, problem("5_sum_reduction"), sols / "5_sum_reduction")["status"] == "correct"
@@ -158,7 +157,7 @@ def test_illegal_memory_access_then_a_correct_candidate(gpu):
     res = evaluate(gpu, problem("1_relu"), ILLEGAL_TRITON, solution_name="illegal.py")
     # The guard sees the sticky error when it synchronises after forward: `launch_error` (catalogue #13, #18).
     assert res["status"] == "rejected" and res["check"] == "launch_error", res
-    assert "illegal" in json.dumps(res).lower() or "cuda" in res["error"].lower()
+    assert "illegal" in res["error"].lower(), res["error"]  # illegal memory access / cudaErrorIllegalAddress
     ok = evaluate(gpu, problem("1_relu"), EXAMPLES / "solutions" / "1_relu__triton.py")
     assert ok["status"] == "correct", ok["error"]
 

@@ -133,7 +133,38 @@ def test_ncu_command_is_bounded_and_filtered():
     )
     assert "--kernel-name regex:add.*" in s and cmd[-2:] == ["python", "t.py"]
     assert "--metrics" not in ncu_command("ncu", ["x"], "l", extra_metrics=False)
-    assert find_ncu() is None or isinstance(find_ncu(), str)
+
+
+def test_cuda_tools_are_found_by_override_path_and_toolkit(tmp_path, monkeypatch):
+    """One lookup (kernels_env.host.cuda) for every CUDA program: override variable, PATH, toolkit, extras."""
+    from kernels_env.host import cuda
+
+    def program(folder, name):
+        path = tmp_path / folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+        return str(path)
+
+    toolkit = tmp_path / "toolkit"
+    (toolkit / "include").mkdir(parents=True)
+    (toolkit / "include" / "cuda_runtime.h").write_text("")
+    in_toolkit = program("toolkit/bin", "ncu")
+    program("toolkit/bin", "nvcc")
+    on_path = program("path", "ncu")
+    override = program("elsewhere", "my-ncu")
+    monkeypatch.setattr(cuda, "_roots", lambda: [str(toolkit)])
+    monkeypatch.setenv("PATH", str(tmp_path / "path"))
+    monkeypatch.setenv("KERNELS_ENV_NCU", override)
+    assert cuda.cuda_home() == str(toolkit)
+    assert find_ncu() == override
+    monkeypatch.setenv("KERNELS_ENV_NCU", str(tmp_path / "missing"))  # an override that does not exist
+    assert find_ncu() == on_path
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert find_ncu() == in_toolkit
+    assert cuda.find_cuda_tool("no-such-tool") is None
+    extra = program("extra", "no-such-tool")
+    assert cuda.find_cuda_tool("no-such-tool", extra=[extra]) == extra
 
 
 @needs_real
