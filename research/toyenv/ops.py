@@ -1,10 +1,10 @@
 """The toy operator set: a subset of ``research.data``'s library over a 2-D float32 tensor (rows, cols), with
 what a Triton kernel computes for each op.
 
-Three kinds: ``map`` ops are elementwise (some with scalar constants, some with a per-column parameter tensor),
-``row`` ops normalise along one axis and keep the shape (softmax family, normalisations), ``reduce`` ops
-reduce one axis away (sum, mean, amax, logsumexp). The reference's constants are parsed back from the line
-the library op emitted, so a task's source (the judge's reference) and the kernel's constants cannot drift.
+Three kinds: ``map`` ops are elementwise (some with scalar constants, some with a per-column parameter
+tensor), ``row`` ops normalise along one axis and keep the shape (softmax family, normalisations),
+``reduce`` ops reduce one axis away (sum, mean, amax, logsumexp). The reference's constants are parsed
+back from the line the library op emitted, so the judge's reference and the kernel's constants cannot drift.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ class ToyOp:
         try:
             values = tuple(literals[i] for i in self.literal_index)
         except IndexError:
-            raise ValueError(f"{self.name}: cannot read constants {self.params} from {forward_line!r}") from None
+            msg = f"{self.name}: cannot read constants {self.params} from {forward_line!r}"
+            raise ValueError(msg) from None
         attr = None
         if self.tensor:
             found = _ATTR.findall(rhs)

@@ -1,4 +1,4 @@
-"""Render a plan for a task into a Triton ``ModelNew`` source, deterministically (same plan and task, same bytes).
+"""Render a plan for a task into a Triton ``ModelNew`` source, deterministically (same inputs, same bytes).
 
 Every kernel reads one tensor and writes a fresh one (``torch.empty_like`` / ``new_empty``: allocation only,
 which the strict policy allows); fusion is what saves the memory traffic. ``ModelNew.__init__`` repeats the
@@ -59,11 +59,11 @@ def _bind(task: ToyTask, plan: Plan) -> list[list[_Bound]]:
     return out
 
 
-def _check_shapes(plan: Plan, bound: list[list[_Bound]]) -> list[tuple[str, str, int]]:
+def _check_shapes(bound: list[list[_Bound]]) -> list[tuple[str, str, int]]:
     """(input shape, output shape, axis) of each kernel; RenderError where a kernel cannot apply."""
     shape = TWO_D
     out = []
-    for i, (k, group) in enumerate(zip(plan.kernels, bound)):
+    for i, group in enumerate(bound):
         start, axis, reduced = shape, 1, False
         row_axes = {b.axis for b in group if b.op.kind != MAP}
         if len(row_axes) > 1:
@@ -157,11 +157,11 @@ def render_plan(task: ToyTask, plan: Plan | str | list[str]) -> str:
     """The ``ModelNew`` source of a plan for a task; ``PlanError``/``RenderError`` when it cannot be."""
     plan = plan if isinstance(plan, Plan) else parse_plan(plan)
     bound = _bind(task, plan)
-    shapes = _check_shapes(plan, bound)
+    shapes = _check_shapes(bound)
     kernels: list[str] = []
     body = ["x = x.contiguous()", "n_rows, n_cols = x.shape"]
     cur = "x"
-    for i, (k, group, (start, end, axis)) in enumerate(zip(plan.kernels, bound, shapes)):
+    for i, (k, group, (_, end, axis)) in enumerate(zip(plan.kernels, bound, shapes)):
         name = f"_k{i}_{'_'.join(b.op.name for b in group)}"[:60]
         params = [b.param for b in group if b.param]
         out = f"t{i}"
@@ -200,4 +200,3 @@ def render_plan(task: ToyTask, plan: Plan | str | list[str]) -> str:
         "",
     ]
     return "\n".join(lines)
-

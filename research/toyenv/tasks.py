@@ -1,5 +1,6 @@
 """Toy tasks: chains of 2-4 toy ops over ``x`` of shape (batch_size, in_features), composed with
-``research.data``'s operator library (its builders, value-domain rules and renderer write the reference), sized
+``research.data``'s operator library (its builders, value-domain rules and renderer write the reference),
+sized
 by its cost model to an eager runtime window on an H200, deduplicated, decontaminated against KernelBench and
 split into ``train`` / ``test`` (held-out tasks of the training categories) / ``heldout_category`` (every task
 that uses an op of the held-out category; no train or test task does).
