@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernels_env.client import JudgeConfig
 from research.toyenv import (
     TOY_OPS,
     JudgeCache,
@@ -102,9 +103,7 @@ def test_cache_answers_repeats_and_survives_a_restart(sandbox, tasks, tmp_path):
     res = fresh.judge(task, plans[0], use_cache=False)
     assert not res.cached and fresh.stats["judged"] == 1
     # another judge setting is another key; a cut-off last line (a killed run) is ignored
-    other = PlanJudge(
-        sandbox, FAST.__class__(time_candidate=False, num_trials=1, families=[]), JudgeCache(path)
-    )
+    other = PlanJudge(sandbox, JudgeConfig(time_candidate=False, num_trials=1, families=[]), JudgeCache(path))
     assert not other.judge(task, plans[0]).cached
     with path.open("a") as f:
         f.write('{"key": "abc", "verd')
