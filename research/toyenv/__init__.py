@@ -1,0 +1,85 @@
+"""research.toyenv: a toy kernel-writing environment judged by the real sandbox (issue 14's learning demo).
+
+Tasks are chains of elementwise / softmax / normalisation / reduction ops over a (rows, cols) tensor, composed
+with ``research.data``'s operator library and decontaminated against KernelBench. A policy writes a short
+*plan* (which ops, how they are grouped into kernels, tile sizes, vector width, warps, tail mask), which is
+rendered deterministically into a Triton ``ModelNew`` and judged by ``kernels_env.client.SandboxClient``
+under the strict policy. The pretraining corpus holds correct, unoptimised plans (one kernel per op);
+``optimisations`` reports what a plan does beyond them. See docs/toyenv.md.
+
+Imports ``research.data``, ``models`` (lazily, for the decoder config) and the sandbox only through
+``kernels_env.client``.
+"""
+
+from .corpus import (
+    OPTIMISATIONS,
+    CorpusConfig,
+    Optimisation,
+    baseline_plan,
+    corpus_plans,
+    corpus_tasks,
+    optimisation_shares,
+    optimisations,
+)
+from .grammar import PLAN_TOKENS, Kernel, Plan, PlanError, Step, format_plan, parse_plan
+from .ops import TOY_CATEGORIES, TOY_OPS, ToyOp
+from .render import RenderError, render_plan
+from .reward import FAILURE_REWARD, JudgeCache, Judgement, PlanJudge, cache_key
+from .tasks import (
+    HELDOUT,
+    SPLITS,
+    TEST,
+    TRAIN,
+    OpCall,
+    ToyTask,
+    ToyTaskConfig,
+    ToyTaskSet,
+    cpu_size,
+    default_decontam_dir,
+    make_task,
+    make_tasks,
+)
+from .tokenizer import VOCAB, PlanTokenizer, prompt_tokens
+
+__all__ = [
+    "FAILURE_REWARD",
+    "HELDOUT",
+    "OPTIMISATIONS",
+    "PLAN_TOKENS",
+    "SPLITS",
+    "TEST",
+    "TOY_CATEGORIES",
+    "TOY_OPS",
+    "TRAIN",
+    "VOCAB",
+    "CorpusConfig",
+    "JudgeCache",
+    "Judgement",
+    "Kernel",
+    "OpCall",
+    "Optimisation",
+    "Plan",
+    "PlanError",
+    "PlanJudge",
+    "PlanTokenizer",
+    "RenderError",
+    "Step",
+    "ToyOp",
+    "ToyTask",
+    "ToyTaskConfig",
+    "ToyTaskSet",
+    "baseline_plan",
+    "cache_key",
+    "corpus_plans",
+    "corpus_tasks",
+    "cpu_size",
+    "default_decontam_dir",
+    "format_plan",
+    "make_task",
+    "make_tasks",
+    "optimisation_shares",
+    "optimisations",
+    "parse_plan",
+    "prompt_tokens",
+    "render_plan",
+]
