@@ -28,12 +28,31 @@ from .judge.sources import display_stem, read_source, source_hash
 from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
 from .rules.protocols import resolve
-from .rules.result import RUNTIME_ERROR, message
+from .rules.result import INCORRECT, NO_VERDICT, RUNTIME_ERROR, message
+from .rules.rewards import REWARDS, get_reward
 from .runtime.fleet import Fleet
 from .runtime.supervisor import BrokenReference, SandboxError, WorkerFailure
 
-# The config dataclasses are part of the client API (research may import only client/protocol).
-__all__ = ["BrokenReference", "JudgeConfig", "SandboxClient", "SandboxConfig", "SandboxError", "TimingConfig"]
+# The config dataclasses, the reward registry and the statuses that carry no verdict on the candidate are
+# part of the client API (research may import only client/messages/session).
+__all__ = [
+    "INCORRECT",
+    "NO_VERDICT",
+    "REWARDS",
+    "BrokenReference",
+    "JudgeConfig",
+    "SandboxClient",
+    "SandboxConfig",
+    "SandboxError",
+    "TimingConfig",
+    "failure_reward",
+    "get_reward",
+]
+
+
+def failure_reward(reward: str) -> float | None:
+    """What reward function ``reward`` gives a candidate that fails (e.g. -1 for CUDA Agent's tiers)."""
+    return get_reward(reward)(INCORRECT, {})
 
 
 class SandboxClient:

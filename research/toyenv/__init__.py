@@ -24,7 +24,7 @@ from .corpus import (
 from .grammar import PLAN_TOKENS, Kernel, Plan, PlanError, Step, format_plan, parse_plan
 from .ops import TOY_CATEGORIES, TOY_OPS, ToyOp
 from .render import RenderError, render_plan
-from .reward import FAILURE_REWARD, JudgeCache, Judgement, PlanJudge, cache_key
+from .reward import JudgeCache, Judgement, PlanJudge, cache_key
 from .tasks import (
     HELDOUT,
     SPLITS,
@@ -42,7 +42,6 @@ from .tasks import (
 from .tokenizer import VOCAB, PlanTokenizer, prompt_tokens
 
 __all__ = [
-    "FAILURE_REWARD",
     "HELDOUT",
     "OPTIMISATIONS",
     "PLAN_TOKENS",

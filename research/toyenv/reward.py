@@ -26,16 +26,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels_env.client import BrokenReference, JudgeConfig, SandboxClient, SandboxError
+from kernels_env.client import (
+    NO_VERDICT,
+    BrokenReference,
+    JudgeConfig,
+    SandboxClient,
+    SandboxError,
+    failure_reward,
+)
 
 from .grammar import Plan, PlanError, parse_plan
 from .render import render_plan
 from .tasks import ToyTask
 
 INVALID_PLAN = "invalid_plan"
-NOT_POLICY = ("timeout", "not_run")  # statuses that are never the plan's doing here
-# The failure value of each sandbox reward function (kernels_env.rewards), for plans that never reach it.
-FAILURE_REWARD = {"cuda_agent": -1.0, "binary": 0.0, "speedup": 0.0, "log_speedup": -2.0}
+# Statuses that are never the plan's doing here: the sandbox's (no verdict, judge or reference errors) and
+# timeouts (an interpreted CPU-mode kernel can run long whatever the plan).
+NOT_POLICY = ("timeout", *NO_VERDICT)
 
 
 @dataclass
@@ -127,12 +134,7 @@ class PlanJudge:
         self.client = client
         self.judge_config = judge or JudgeConfig()
         self.cache = cache
-        if self.judge_config.reward not in FAILURE_REWARD:
-            known = sorted(FAILURE_REWARD)
-            raise ValueError(
-                f"reward {self.judge_config.reward!r} has no known failure value; known: {known}"
-            )
-        self.invalid_reward = FAILURE_REWARD[self.judge_config.reward]
+        self.invalid_reward = failure_reward(self.judge_config.reward)  # unknown rewards fail here
         self.stats = {"judged": 0, "cache_hits": 0, "invalid": 0, "dropped": 0}
 
     def _device(self) -> str:
@@ -183,7 +185,7 @@ class PlanJudge:
         return out  # type: ignore[return-value]
 
     def _from_verdict(self, v: dict[str, Any], key: str, cached: bool) -> Judgement:
-        dropped = v["status"] in NOT_POLICY or v["status"] == "judge_error" or v.get("reward") is None
+        dropped = v["status"] in NOT_POLICY or v.get("reward") is None
         return Judgement(
             status=v["status"],
             reward=None if dropped else float(v["reward"]),

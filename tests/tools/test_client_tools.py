@@ -88,7 +88,7 @@ def test_compile_through_the_client_on_a_copy_of_the_workspace(tools_client, tmp
         not resp["ok"] and (err["file"], err["line"]) == ("model_new.py", 7) and r["kernels"][0]["registers"]
     )
     assert sorted(p.relative_to(ws) for p in ws.rglob("*")) == before  # ran on a copy: nothing written here
-    assert str(tools_client._fleet.tmp) not in json.dumps(resp)  # the sandbox's paths are renamed to the agent's
+    assert str(tools_client._fleet.tmp) not in json.dumps(resp)  # sandbox paths renamed to the agent's
     small = tools_client.tool("compile", {"solution": str(ws)}, {"max_output_bytes": 600})
     assert small["truncated"] and len(json.dumps(small)) <= 600
 
