@@ -45,8 +45,9 @@ def _reverse_scan(rewards, values, mask, discounts, gamma: float, lam: float):
         return (jnp.where(keep, v, next_v), jnp.where(keep, a, next_a)), jnp.where(keep, a, 0.0)
 
     zeros = jnp.zeros(rewards.shape[:1], F32)
-    xs = tuple(jnp.swapaxes(a.astype(F32) if a.dtype != bool else a, 0, 1)
-               for a in (rewards, values, m, discounts))
+    xs = tuple(
+        jnp.swapaxes(a.astype(F32) if a.dtype != bool else a, 0, 1) for a in (rewards, values, m, discounts)
+    )
     _, adv = jax.lax.scan(step, (zeros, zeros), xs, reverse=True)
     return jnp.swapaxes(adv, 0, 1)
 

@@ -100,7 +100,8 @@ def pack_trajectories(records: Iterable[dict], reward: RewardConfig, cfg: PackCo
             drops[d.reason] += 1
             continue
         r, d = place_rewards(mask, tid, turn_rewards, reward)
-        rows.append((prompt, resp, mask, np.asarray(rec["logprobs"], np.float32), r, d, tid, rec.get("group", i)))
+        lp = np.asarray(rec["logprobs"], np.float32)
+        rows.append((prompt, resp, mask, lp, r, d, tid, rec.get("group", i)))
         kept.append(i)
     if not rows:
         return None, drops, kept

@@ -38,8 +38,9 @@ class Learner:
     """Actor (``models.CausalLM``), critic (``models.Critic``, separate parameters; None for critic-free
     estimators) and an optional frozen reference policy (for KL penalties), trained per ``config``."""
 
-    def __init__(self, config: LearnerConfig, actor=None, critic=None, reference=None, *, mesh=None,
-                 rules=None):
+    def __init__(
+        self, config: LearnerConfig, actor=None, critic=None, reference=None, *, mesh=None, rules=None
+    ):
         if actor is None and critic is None:
             raise ValueError("a Learner needs an actor, a critic or both")
         if config.loss.kl_penalty != "none" and reference is None:
@@ -63,8 +64,9 @@ class Learner:
         )
         if mesh is not None:  # scalars replicated on the mesh, like every other state leaf
             rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-            self.state = self.state._replace(step=jax.device_put(self.state.step, rep),
-                                             rng=jax.device_put(self.state.rng, rep))
+            self.state = self.state._replace(
+                step=jax.device_put(self.state.step, rep), rng=jax.device_put(self.state.rng, rep)
+            )
         self._shardings = jax.tree.map(lambda a: a.sharding, self.state)
         self._compile()
 
@@ -72,19 +74,36 @@ class Learner:
         cfg, mesh = self.config, self.mesh
         out = (self._shardings, None) if mesh is not None else None
         jit = lambda fn: jax.jit(fn, donate_argnums=(0,), out_shardings=out)
-        self._prepare = jax.jit(functools.partial(
-            _update.prepare, actor_def=self.actor_def, critic_def=self.critic_def, ref_def=self.ref_def, cfg=cfg
-        ))
-        self._ppo = jit(functools.partial(
-            _update.ppo_update, actor_def=self.actor_def, critic_def=self.critic_def,
-            actor_tx=self.actor_tx, critic_tx=self.critic_tx, cfg=cfg, mesh=mesh,
-        ))
-        self._rft = jit(functools.partial(
-            _update.rft_update, actor_def=self.actor_def, actor_tx=self.actor_tx, cfg=cfg, mesh=mesh
-        ))
-        self._value = jit(functools.partial(
-            _update.value_update, critic_def=self.critic_def, critic_tx=self.critic_tx, cfg=cfg, mesh=mesh
-        ))
+        self._prepare = jax.jit(
+            functools.partial(
+                _update.prepare,
+                actor_def=self.actor_def,
+                critic_def=self.critic_def,
+                ref_def=self.ref_def,
+                cfg=cfg,
+            )
+        )
+        self._ppo = jit(
+            functools.partial(
+                _update.ppo_update,
+                actor_def=self.actor_def,
+                critic_def=self.critic_def,
+                actor_tx=self.actor_tx,
+                critic_tx=self.critic_tx,
+                cfg=cfg,
+                mesh=mesh,
+            )
+        )
+        self._rft = jit(
+            functools.partial(
+                _update.rft_update, actor_def=self.actor_def, actor_tx=self.actor_tx, cfg=cfg, mesh=mesh
+            )
+        )
+        self._value = jit(
+            functools.partial(
+                _update.value_update, critic_def=self.critic_def, critic_tx=self.critic_tx, cfg=cfg, mesh=mesh
+            )
+        )
 
         @jax.jit
         def shuffle(rng, batch):
@@ -117,8 +136,10 @@ class Learner:
                 rng, batch = self._shuffle(self.state.rng, batch)
                 self.state = self.state._replace(rng=rng)
             for i in range(cfg.minibatches):
-                yield batch if cfg.minibatches == 1 else jax.tree.map(
-                    lambda x, i=i: x[i * size : (i + 1) * size], batch
+                yield (
+                    batch
+                    if cfg.minibatches == 1
+                    else jax.tree.map(lambda x, i=i: x[i * size : (i + 1) * size], batch)
                 )
 
     def _run(self, fn, batch, prepare_metrics) -> dict[str, float]:

@@ -15,8 +15,9 @@ from ._batch import PackConfig, pack_trajectories
 from ._rewards import RewardConfig
 
 
-def synthetic_record(rng: np.random.Generator, vocab: int, prompt_len: int, turn_len: int, obs_len: int,
-                     turns: int, group) -> dict:
+def synthetic_record(
+    rng: np.random.Generator, vocab: int, prompt_len: int, turn_len: int, obs_len: int, turns: int, group
+) -> dict:
     prompt = rng.integers(1, vocab, prompt_len)
     ids, mask = [], []
     for k in range(turns):
@@ -55,8 +56,15 @@ class SyntheticSource:
     def records(self, cursor: int) -> list[dict]:
         rng = np.random.default_rng([self.seed, int(cursor)])
         return [
-            synthetic_record(rng, self.vocab, self.prompt_len, self.turn_len, self.obs_len, self.turns,
-                             group=j // self.group_size)
+            synthetic_record(
+                rng,
+                self.vocab,
+                self.prompt_len,
+                self.turn_len,
+                self.obs_len,
+                self.turns,
+                group=j // self.group_size,
+            )
             for j in range(self.batch)
         ]
 

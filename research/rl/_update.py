@@ -64,7 +64,7 @@ def masked_mean(x, mask):
 
 
 def explained_variance(pred, target, mask):
-    """1 - Var(target - pred) / Var(target) over the masked tokens (1: perfect, 0: no better than the mean)."""
+    """1 - Var(target - pred) / Var(target) over masked tokens (1: perfect, 0: no better than the mean)."""
     var = lambda x: masked_mean((x - masked_mean(x, mask)) ** 2, mask)
     return 1.0 - var(target - pred) / jnp.maximum(var(target), 1e-8)
 
@@ -211,8 +211,9 @@ def ppo_update(state, batch, *, actor_def, critic_def, actor_tx, critic_tx, cfg,
             critic_tx, state.critic, state.critic_opt, c_grads
         )
         metrics.update(c_metrics)
-    new = state._replace(actor=actor, critic=critic, actor_opt=actor_opt, critic_opt=critic_opt,
-                         step=state.step + 1)
+    new = state._replace(
+        actor=actor, critic=critic, actor_opt=actor_opt, critic_opt=critic_opt, step=state.step + 1
+    )
     return new, metrics
 
 
@@ -222,7 +223,9 @@ def rft_update(state, batch, *, actor_def, actor_tx, cfg, mesh=None):
     dens = _dens(batch, cfg)
     grads, metrics = accumulate(
         lambda p, mb: _rft_loss(p, mb, dens, actor_def=actor_def, cfg=cfg),
-        state.actor, split_micro(batch, n, mesh), n,
+        state.actor,
+        split_micro(batch, n, mesh),
+        n,
     )
     actor, actor_opt, metrics["actor_grad_norm"] = _apply(actor_tx, state.actor, state.actor_opt, grads)
     return state._replace(actor=actor, actor_opt=actor_opt, step=state.step + 1), metrics
@@ -234,7 +237,9 @@ def value_update(state, batch, *, critic_def, critic_tx, cfg, mesh=None):
     dens = _dens(batch, cfg)
     grads, metrics = accumulate(
         lambda p, mb: _critic_loss(p, mb, dens, critic_def=critic_def, cfg=cfg),
-        state.critic, split_micro(batch, n, mesh), n,
+        state.critic,
+        split_micro(batch, n, mesh),
+        n,
     )
     critic, critic_opt, metrics["critic_grad_norm"] = _apply(critic_tx, state.critic, state.critic_opt, grads)
     return state._replace(critic=critic, critic_opt=critic_opt, step=state.step + 1), metrics
