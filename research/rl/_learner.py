@@ -27,7 +27,11 @@ from ._update import TrainState
 
 
 def _split(model):
-    return (None, None) if model is None else nnx.split(model)
+    """(graphdef, a copy of the parameters): updates donate their state, the caller's model stays valid."""
+    if model is None:
+        return None, None
+    graphdef, params = nnx.split(model)
+    return graphdef, jax.tree.map(jnp.copy, params)
 
 
 def _host_metrics(metrics) -> dict[str, float]:
@@ -162,6 +166,21 @@ class Learner:
         """Exactly one jitted actor + critic optimizer step on a prepared (device) batch."""
         self.state, metrics = self._ppo(self.state, prepared)
         return _host_metrics(metrics)
+
+    def gradients(self, prepared: RLBatch):
+        """(actor grads, critic grads, metrics) that :meth:`update` would apply (diagnostics, tests)."""
+        if not hasattr(self, "_grads"):
+            self._grads = jax.jit(
+                functools.partial(
+                    _update.ppo_gradients,
+                    actor_def=self.actor_def,
+                    critic_def=self.critic_def,
+                    cfg=self.config,
+                    mesh=self.mesh,
+                )
+            )
+        a, am, c, cm = self._grads(self.state, prepared)
+        return a, c, _host_metrics({**am, **cm})
 
     def rft_step(self, batch: RLBatch) -> dict[str, float]:
         """Rejection fine-tuning: NLL of the policy tokens (the caller keeps only accepted trajectories)."""

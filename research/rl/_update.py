@@ -138,7 +138,7 @@ def accumulate(loss_fn, params, micro, n: int):
 
 def _apply(tx, params, opt, grads):
     updates, opt = tx.update(grads, opt, params)
-    return optax.apply_updates(params, updates), opt, optax.global_norm(grads)
+    return optax.apply_updates(params, updates), opt, optax.tree.norm(grads)
 
 
 def _actor_loss(params, mb, dens, *, actor_def, cfg):
@@ -192,21 +192,31 @@ def _dens(batch, cfg):
     return {"agg": denominator(m, cfg.loss.aggregation), "tokens": jnp.maximum(m.sum(), 1.0)}
 
 
-def ppo_update(state, batch, *, actor_def, critic_def, actor_tx, critic_tx, cfg, mesh=None):
-    """One optimizer step of the actor (clipped surrogate) and of the critic (clipped value loss) on a
-    prepared mini-batch."""
+def ppo_gradients(state, batch, *, actor_def, critic_def, cfg, mesh=None):
+    """Accumulated (actor grads, actor metrics, critic grads, critic metrics) of a prepared mini-batch."""
     n = cfg.micro_batches
     dens = _dens(batch, cfg)
     micro = split_micro(batch, n, mesh)
-    a_grads, metrics = accumulate(
+    a_grads, a_metrics = accumulate(
         lambda p, mb: _actor_loss(p, mb, dens, actor_def=actor_def, cfg=cfg), state.actor, micro, n
     )
-    actor, actor_opt, metrics["actor_grad_norm"] = _apply(actor_tx, state.actor, state.actor_opt, a_grads)
-    critic, critic_opt = state.critic, state.critic_opt
+    c_grads, c_metrics = None, {}
     if state.critic is not None:
         c_grads, c_metrics = accumulate(
             lambda p, mb: _critic_loss(p, mb, dens, critic_def=critic_def, cfg=cfg), state.critic, micro, n
         )
+    return a_grads, a_metrics, c_grads, c_metrics
+
+
+def ppo_update(state, batch, *, actor_def, critic_def, actor_tx, critic_tx, cfg, mesh=None):
+    """One optimizer step of the actor (clipped surrogate) and of the critic (clipped value loss) on a
+    prepared mini-batch."""
+    a_grads, metrics, c_grads, c_metrics = ppo_gradients(
+        state, batch, actor_def=actor_def, critic_def=critic_def, cfg=cfg, mesh=mesh
+    )
+    actor, actor_opt, metrics["actor_grad_norm"] = _apply(actor_tx, state.actor, state.actor_opt, a_grads)
+    critic, critic_opt = state.critic, state.critic_opt
+    if c_grads is not None:
         critic, critic_opt, c_metrics["critic_grad_norm"] = _apply(
             critic_tx, state.critic, state.critic_opt, c_grads
         )
