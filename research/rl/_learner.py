@@ -66,11 +66,10 @@ class Learner:
             step=jnp.zeros((), jnp.int32),
             rng=jax.random.key(config.seed),
         )
-        if mesh is not None:  # scalars replicated on the mesh, like every other state leaf
+        if mesh is not None:  # leaves made off the mesh (step, RNG, optimizer counts): replicated on it
             rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-            self.state = self.state._replace(
-                step=jax.device_put(self.state.step, rep), rng=jax.device_put(self.state.rng, rep)
-            )
+            on_mesh = lambda a: isinstance(a.sharding, jax.sharding.NamedSharding) and a.sharding.mesh == mesh
+            self.state = jax.tree.map(lambda a: a if on_mesh(a) else jax.device_put(a, rep), self.state)
         self._shardings = jax.tree.map(lambda a: a.sharding, self.state)
         self._compile()
 
