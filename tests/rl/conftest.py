@@ -21,7 +21,11 @@ def _start():
     env["PYTHONPATH"] = str(ROOT)
     _SHARDED["proc"] = subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("sharded_check.py"))],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -7,8 +7,16 @@ from research import rl
 
 
 def tiny_cfg(**kw):
-    base = dict(vocab_size=128, num_layers=2, hidden_size=32, num_heads=2, num_kv_heads=1, head_dim=16,
-                intermediate_size=64, compute_dtype="float32")
+    base = dict(
+        vocab_size=128,
+        num_layers=2,
+        hidden_size=32,
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=16,
+        intermediate_size=64,
+        compute_dtype="float32",
+    )
     base.update(kw)
     return models.tiny_config(**base)
 

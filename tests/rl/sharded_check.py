@@ -48,8 +48,10 @@ def main() -> None:
     p1, m1 = one.prepare(batch)
     p8, m8 = sh.prepare(batch)
     out["tokens_sharding"] = str(p8.tokens.sharding.spec)
-    out["prepare_diff"] = max_diff((p1.old_logprobs, p1.values, p1.advantages, p1.returns),
-                                   (p8.old_logprobs, p8.values, p8.advantages, p8.returns))
+    out["prepare_diff"] = max_diff(
+        (p1.old_logprobs, p1.values, p1.advantages, p1.returns),
+        (p8.old_logprobs, p8.values, p8.advantages, p8.returns),
+    )
     g1a, g1c, gm1 = one.gradients(p1)
     g8a, g8c, gm8 = sh.gradients(p8)
     out["grad_diff"] = max(max_diff(g1a, g8a), max_diff(g1c, g8c))
@@ -57,18 +59,25 @@ def main() -> None:
     u1, u8 = one.update(p1), sh.update(p8)
     out["metric_diff"] = max(abs(u1[k] - u8[k]) for k in u1)
     out["param_diff"] = max_diff((one.state.actor, one.state.critic), (sh.state.actor, sh.state.critic))
-    out["opt_diff"] = max_diff((one.state.actor_opt, one.state.critic_opt), (sh.state.actor_opt, sh.state.critic_opt))
+    out["opt_diff"] = max_diff(
+        (one.state.actor_opt, one.state.critic_opt), (sh.state.actor_opt, sh.state.critic_opt)
+    )
     out["q_spec_after"] = str(sh.state.actor["model"]["layers"]["q_proj"].get_value().sharding.spec)
 
     with tempfile.TemporaryDirectory() as tmp:
         sh.save(Path(tmp) / "ck", cursor={"batch": 7})
-        other = rl.Learner(cfg, *tiny_models(seed=42, num_heads=4, num_kv_heads=2),
-                           mesh=models.make_mesh(data=1, fsdp=2, tensor=4))
+        other = rl.Learner(
+            cfg,
+            *tiny_models(seed=42, num_heads=4, num_kv_heads=2),
+            mesh=models.make_mesh(data=1, fsdp=2, tensor=4),
+        )
         meta = other.restore(Path(tmp) / "ck")
         single = rl.Learner(cfg, *tiny_models(seed=43, num_heads=4, num_kv_heads=2))
         single.restore(Path(tmp) / "ck")
         out["cursor"] = meta["cursor"]
-        out["restore_diff"] = max(max_diff(sh.state[:4], other.state[:4]), max_diff(sh.state[:4], single.state[:4]))
+        out["restore_diff"] = max(
+            max_diff(sh.state[:4], other.state[:4]), max_diff(sh.state[:4], single.state[:4])
+        )
         out["restored_step"] = [int(other.state.step), int(single.state.step)]
         out["restored_spec"] = str(other.state.actor["model"]["layers"]["q_proj"].get_value().sharding.spec)
         nxt, _, _ = tiny_source()(1)

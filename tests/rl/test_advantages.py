@@ -85,8 +85,14 @@ def run(name, case, **cfg):
     r, v, m, d, tid, g = case
     c = rl.AdvantageConfig(estimator=name, **cfg)
     f = jax.jit(lambda *a: rl.compute_advantages(*a, c))
-    adv, ret = f(r.astype(np.float32), v.astype(np.float32), m.astype(np.float32), d.astype(np.float32),
-                 tid.astype(np.int32), g.astype(np.int32))
+    adv, ret = f(
+        r.astype(np.float32),
+        v.astype(np.float32),
+        m.astype(np.float32),
+        d.astype(np.float32),
+        tid.astype(np.int32),
+        g.astype(np.int32),
+    )
     return np.asarray(adv, np.float64), np.asarray(ret, np.float64)
 
 
@@ -132,8 +138,9 @@ def test_gae_observation_tokens_change_nothing():
     m = np.array([[0, 1, 1, 0, 0, 0, 1, 1]], float)
     short = (r[:, [0, 1, 2, 3, 6, 7]], v[:, [0, 1, 2, 3, 6, 7]], m[:, [0, 1, 2, 3, 6, 7]])
     a_long, _ = run("gae", (r, v, m, np.ones_like(r), np.zeros_like(r, int), np.array([0])), whiten=False)
-    a_short, _ = run("gae", (*short, np.ones_like(short[0]), np.zeros_like(short[0], int), np.array([0])),
-                     whiten=False)
+    a_short, _ = run(
+        "gae", (*short, np.ones_like(short[0]), np.zeros_like(short[0], int), np.array([0])), whiten=False
+    )
     np.testing.assert_allclose(a_long[:, [1, 2, 6, 7]], a_short[:, [1, 2, 4, 5]], **TOL)
     assert np.all(a_long[:, [0, 3, 4, 5]] == 0)
 
@@ -205,5 +212,12 @@ def test_registry_names_and_errors():
     with pytest.raises(ValueError, match="known"):
         rl.ADVANTAGES.get("ppo2")
     with pytest.raises(ValueError, match="critic values"):
-        rl.compute_advantages(np.zeros((1, 2)), None, np.ones((1, 2)), np.ones((1, 2)), np.zeros((1, 2), int),
-                              np.zeros(1, int), rl.AdvantageConfig())
+        rl.compute_advantages(
+            np.zeros((1, 2)),
+            None,
+            np.ones((1, 2)),
+            np.ones((1, 2)),
+            np.zeros((1, 2), int),
+            np.zeros(1, int),
+            rl.AdvantageConfig(),
+        )

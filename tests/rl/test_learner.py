@@ -37,9 +37,12 @@ def test_grad_accumulation_equals_full_batch(batch, aggregation):
     full = rl.Learner(cfg(1), actor, critic)
     prepared, _ = full.prepare(batch)
     # Perturb the old log-probs so ratios differ from 1 and clipping is exercised.
-    prepared = prepared._replace(old_logprobs=prepared.old_logprobs
-                                 + 0.3 * jnp.sin(jnp.arange(prepared.tokens.size)).reshape(prepared.tokens.shape)
-                                 * prepared.response_mask)
+    prepared = prepared._replace(
+        old_logprobs=prepared.old_logprobs
+        + 0.3
+        * jnp.sin(jnp.arange(prepared.tokens.size)).reshape(prepared.tokens.shape)
+        * prepared.response_mask
+    )
     ga, gc, m1 = full.gradients(prepared)
     acc = rl.Learner(cfg(4), actor, critic)
     ga4, gc4, m4 = acc.gradients(prepared)
@@ -66,9 +69,17 @@ def test_rft_nll_masks_observation_tokens(batch):
         return -(lp * m).sum() / m.sum()
 
     want, want_grads = jax.value_and_grad(reference)(params)
-    got, grads = jax.jit(jax.value_and_grad(lambda p: _update._rft_loss(
-        p, learner.put(batch), {"agg": mask.sum(), "tokens": mask.sum()}, actor_def=graphdef,
-        cfg=learner.config)[0]))(params)
+    got, grads = jax.jit(
+        jax.value_and_grad(
+            lambda p: _update._rft_loss(
+                p,
+                learner.put(batch),
+                {"agg": mask.sum(), "tokens": mask.sum()},
+                actor_def=graphdef,
+                cfg=learner.config,
+            )[0]
+        )
+    )(params)
     np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
     assert max_rel(grads, want_grads) < 1e-4
     # ...and the step reports the same NLL, then lowers it.
@@ -82,8 +93,11 @@ def test_rft_nll_masks_observation_tokens(batch):
 
 def test_ppo_first_update_is_on_policy_and_updates_improve_the_surrogate(batch):
     actor, critic = tiny_models(seed=5)
-    cfg = rl.LearnerConfig(actor=rl.OptimConfig(lr=3e-3), critic=rl.OptimConfig(lr=3e-3),
-                           advantage=rl.AdvantageConfig(estimator="gae", whiten=True))
+    cfg = rl.LearnerConfig(
+        actor=rl.OptimConfig(lr=3e-3),
+        critic=rl.OptimConfig(lr=3e-3),
+        advantage=rl.AdvantageConfig(estimator="gae", whiten=True),
+    )
     learner = rl.Learner(cfg, actor, critic)
     prepared, pm = learner.prepare(batch)
     m = np.asarray(prepared.response_mask)
@@ -106,8 +120,12 @@ def test_kl_penalties_are_wired(batch):
     actor, _ = tiny_models(seed=7)
     ref, _ = tiny_models(seed=8)
     est = rl.AdvantageConfig(estimator="rloo")
-    k1 = rl.Learner(rl.LearnerConfig(loss=rl.LossConfig(kl_penalty="k1_reward", kl_coef=0.5), advantage=est),
-                    actor, None, ref)
+    k1 = rl.Learner(
+        rl.LearnerConfig(loss=rl.LossConfig(kl_penalty="k1_reward", kl_coef=0.5), advantage=est),
+        actor,
+        None,
+        ref,
+    )
     prepared, pm = k1.prepare(batch)
     old, rlp = np.asarray(prepared.old_logprobs, np.float64), np.asarray(prepared.ref_logprobs, np.float64)
     m = np.asarray(batch.response_mask)
@@ -118,8 +136,12 @@ def test_kl_penalties_are_wired(batch):
     for b in range(len(g)):
         np.testing.assert_allclose(got[b][m[b] > 0], want[b], rtol=1e-5, atol=1e-5)
     assert pm["kl_ref"] > 0
-    k3 = rl.Learner(rl.LearnerConfig(loss=rl.LossConfig(kl_penalty="k3_loss", kl_coef=0.5), advantage=est),
-                    actor, None, ref)
+    k3 = rl.Learner(
+        rl.LearnerConfig(loss=rl.LossConfig(kl_penalty="k3_loss", kl_coef=0.5), advantage=est),
+        actor,
+        None,
+        ref,
+    )
     prepared3, pm3 = k3.prepare(batch)
     out = k3.update(prepared3)
     np.testing.assert_allclose(out["kl_loss"], pm3["kl_ref"], rtol=1e-5)  # on-policy: same tokens, same k3

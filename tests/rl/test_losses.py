@@ -97,9 +97,9 @@ def test_kl_estimators_unbiased_values_and_k3_gradient_is_reverse_kl():
     np.testing.assert_allclose(jnp.sum(pi * rl.kl_k3(lpi(theta), ref)), kl_fwd(theta), rtol=1e-6)
     # As a loss on samples from pi (pi is the sampling distribution: not differentiated).
     g_k3 = jax.grad(lambda th: jnp.sum(jax.lax.stop_gradient(pi) * rl.kl_k3(lpi(th), ref)))(theta)
-    g_k1_reward = jax.grad(
-        lambda th: jnp.sum(jax.lax.stop_gradient(pi * (lpi(theta) - ref)) * lpi(th))
-    )(theta)
+    g_k1_reward = jax.grad(lambda th: jnp.sum(jax.lax.stop_gradient(pi * (lpi(theta) - ref)) * lpi(th)))(
+        theta
+    )
     np.testing.assert_allclose(g_k3, jax.grad(kl_rev)(theta), atol=1e-6)
     np.testing.assert_allclose(g_k1_reward, jax.grad(kl_fwd)(theta), atol=1e-6)
     assert np.max(np.abs(g_k3 - jax.grad(kl_fwd)(theta))) > 1e-2  # k3 in the loss is biased

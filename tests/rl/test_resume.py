@@ -21,8 +21,15 @@ STEPS = 6
 def run(out, sleep=0.0, **kw):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env["XLA_FLAGS"] = "--xla_backend_optimization_level=0"  # tiny programs: compile time dominates
-    return subprocess.Popen([sys.executable, str(HERE / "resume_run.py"), str(out), str(STEPS), str(sleep)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "resume_run.py"), str(out), str(STEPS), str(sleep)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def strip(rows):

@@ -38,8 +38,13 @@ def test_not_run_has_no_reward_and_is_dropped():
 
 
 def record(prompt, resp, mask, **kw):
-    return {"prompt_ids": prompt, "response_ids": resp, "response_mask": mask,
-            "logprobs": [-0.5 if m else 0.0 for m in mask], **kw}
+    return {
+        "prompt_ids": prompt,
+        "response_ids": resp,
+        "response_mask": mask,
+        "logprobs": [-0.5 if m else 0.0 for m in mask],
+        **kw,
+    }
 
 
 def test_pack_aligns_tokens_masks_rewards_and_counts_drops():
@@ -51,8 +56,9 @@ def test_pack_aligns_tokens_masks_rewards_and_counts_drops():
         record([5], [7, 8], [0, 0], reward=1.0),
         record([5], [7] * 30, [1] * 30, reward=1.0),
     ]
-    batch, drops, kept = rl.pack_trajectories(recs, rl.RewardConfig(), rl.PackConfig(max_len=16, pad_to=8,
-                                                                                   rows_multiple=4))
+    batch, drops, kept = rl.pack_trajectories(
+        recs, rl.RewardConfig(), rl.PackConfig(max_len=16, pad_to=8, rows_multiple=4)
+    )
     assert kept == [0, 3]
     assert dict(drops) == {"judge_error": 1, "reference_error": 1, "no_policy_token": 1, "too_long": 1}
     assert drops.as_metrics()["dropped/total"] == 4
@@ -70,8 +76,12 @@ def test_pack_aligns_tokens_masks_rewards_and_counts_drops():
 
 
 def test_per_turn_rewards_with_turn_discount():
-    rec = record([1], [2, 3, 4, 5, 6, 7], [1, 1, 0, 1, 0, 1],
-                 turn_verdicts=[verdict("incorrect", -1.0), None, verdict("correct", 2.0)])
+    rec = record(
+        [1],
+        [2, 3, 4, 5, 6, 7],
+        [1, 1, 0, 1, 0, 1],
+        turn_verdicts=[verdict("incorrect", -1.0), None, verdict("correct", 2.0)],
+    )
     cfg = rl.RewardConfig(placement="per_turn", turn_gamma=0.4)
     batch, drops, _ = rl.pack_trajectories([rec], cfg, rl.PackConfig(pad_to=1))
     np.testing.assert_array_equal(batch.token_rewards[0], [0, 0, -1, 0, 0, 0, 2])
