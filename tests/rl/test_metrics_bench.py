@@ -46,4 +46,5 @@ def test_ppo_update_benchmark_smoke(tmp_path):
     assert ok and ok[0]["tokens_per_s"] > 0 and 0 < ok[0]["mfu_vs_989"] < 1
     f = ok[0]["flops"]
     assert f["critic"] < f["actor"]  # the critic has no vocabulary product
-    assert ok[0]["metrics_first"]["ratio_mean"] == 1.0 or abs(ok[0]["metrics_first"]["ratio_mean"] - 1) < 1e-2
+    # prepare and update compute the same log-probs by two bf16 programs (entropy path vs fused VJP path).
+    assert abs(ok[0]["metrics_first"]["ratio_mean"] - 1) < 1e-2
