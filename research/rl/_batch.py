@@ -1,0 +1,133 @@
+"""The learner's batch: verl-style trajectory records packed into right-padded [B, T] arrays.
+
+A record (what the agent loop writes, one per episode) is a dict with
+
+* ``prompt_ids`` [P] and ``response_ids`` [R] (token ids, kept as tokens end to end);
+* ``response_mask`` [R]: 1 = policy token (sampled by the policy), 0 = observation token (tool output,
+  sandbox feedback) inside the response;
+* ``logprobs`` [R]: the sampler's log-prob of each policy token (anything on observation tokens);
+* ``turn_ids`` [R] (optional): the turn of each policy token; default: each maximal run of policy tokens
+  is one turn;
+* ``verdict`` (the final sandbox verdict dict) or ``reward`` (a float already computed); ``turn_verdicts``
+  for per-turn rewards (see _rewards.py);
+* ``group`` (optional, any hashable): rollouts of the same prompt (GRPO / RLOO / TRLOO groups).
+
+Every per-token array of :class:`RLBatch` is aligned with ``tokens``: entry t is about token t (its
+sampler log-prob, its reward, the value of the prefix before it). Position 0 is never a policy token (a
+prompt comes first), so the learner's next-token log-probs [B, T-1] line up with entries 1..T-1. Rows are
+right-padded, so causal attention needs no padding mask (padding only follows real tokens) and positions
+are 0.. per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ._rewards import DropCounter, Dropped, RewardConfig, episode_turn_rewards, place_rewards, turn_spans
+
+
+class RLBatch(NamedTuple):
+    tokens: object  # int32 [B, T]
+    response_mask: object  # float32 [B, T]: 1 policy token
+    old_logprobs: object  # float32 [B, T]: the sampler's (replaced by the learner's when recomputed)
+    token_rewards: object  # float32 [B, T]
+    token_discounts: object  # float32 [B, T]: multiplies gamma at a policy token (turn boundaries)
+    turn_ids: object  # int32 [B, T]: turn of a policy token, -1 elsewhere
+    group_ids: object  # int32 [B]: in [0, B)
+    # Filled by the learner's ``prepare`` (None in a freshly packed batch):
+    values: object = None  # float32 [B, T]: V(prefix before token t)
+    ref_logprobs: object = None
+    advantages: object = None
+    returns: object = None
+
+
+@dataclass
+class PackConfig:
+    max_len: int = 4096  # longer episodes are dropped (counted as too_long), never truncated
+    pad_to: int = 64  # T is rounded up to a multiple of this (fewer distinct shapes to compile)
+    rows_multiple: int = 1  # B is rounded up (padding rows have no policy token): micro-batches x shards
+    pad_id: int = 0
+    max_turns: int = 64
+
+
+def _record_turns(rec: dict, mask: np.ndarray) -> np.ndarray:
+    if rec.get("turn_ids") is not None:
+        tid = np.asarray(rec["turn_ids"], np.int32)
+        if tid.shape != mask.shape:
+            raise ValueError(f"turn_ids has {tid.shape} entries, response_mask {mask.shape}")
+        return np.where(mask, tid, -1)
+    tid = np.full(mask.shape, -1, np.int32)
+    for k, (a, b) in enumerate(turn_spans(mask)):
+        tid[a:b] = k
+    return tid
+
+
+def pack_trajectories(records: Iterable[dict], reward: RewardConfig, cfg: PackConfig | None = None):
+    """(RLBatch of numpy arrays, DropCounter, kept indices). Episodes that must not become rewards, that
+    have no policy token or that exceed ``max_len`` are dropped and counted."""
+    cfg = cfg or PackConfig()
+    drops = DropCounter()
+    rows, kept = [], []
+    for i, rec in enumerate(records):
+        prompt = np.asarray(rec["prompt_ids"], np.int32)
+        resp = np.asarray(rec["response_ids"], np.int32)
+        mask = np.asarray(rec["response_mask"], bool)
+        if mask.shape != resp.shape or len(rec["logprobs"]) != len(resp):
+            raise ValueError(
+                f"record {i}: response_ids ({resp.size}), response_mask ({mask.size}) and logprobs "
+                f"({len(rec['logprobs'])}) must have one entry per response token"
+            )
+        if prompt.size == 0:
+            raise ValueError(f"record {i}: empty prompt (the first token cannot be a policy token)")
+        if not mask.any():
+            drops["no_policy_token"] += 1
+            continue
+        if prompt.size + resp.size > cfg.max_len:
+            drops["too_long"] += 1
+            continue
+        tid = _record_turns(rec, mask)
+        n_turns = int(tid.max()) + 1
+        if n_turns > cfg.max_turns:
+            drops["too_many_turns"] += 1
+            continue
+        try:
+            turn_rewards = episode_turn_rewards(rec, n_turns, reward)
+        except Dropped as d:
+            drops[d.reason] += 1
+            continue
+        r, d = place_rewards(mask, tid, turn_rewards, reward)
+        lp = np.asarray(rec["logprobs"], np.float32)
+        rows.append((prompt, resp, mask, lp, r, d, tid, rec.get("group", i)))
+        kept.append(i)
+    if not rows:
+        return None, drops, kept
+    longest = max(p.size + r.size for p, r, *_ in rows)
+    t = -(-longest // cfg.pad_to) * cfg.pad_to
+    b = -(-len(rows) // cfg.rows_multiple) * cfg.rows_multiple
+    out = {
+        "tokens": np.full((b, t), cfg.pad_id, np.int32),
+        "response_mask": np.zeros((b, t), np.float32),
+        "old_logprobs": np.zeros((b, t), np.float32),
+        "token_rewards": np.zeros((b, t), np.float32),
+        "token_discounts": np.ones((b, t), np.float32),
+        "turn_ids": np.full((b, t), -1, np.int32),
+    }
+    groups: dict = {}
+    group_ids = np.arange(b, dtype=np.int32)  # padding rows: groups of their own
+    for j, (prompt, resp, mask, lp, r, d, tid, group) in enumerate(rows):
+        p, n = prompt.size, resp.size
+        out["tokens"][j, :p] = prompt
+        out["tokens"][j, p : p + n] = resp
+        out["response_mask"][j, p : p + n] = mask
+        out["old_logprobs"][j, p : p + n] = np.where(mask, lp, 0.0)
+        out["token_rewards"][j, p : p + n] = r
+        out["token_discounts"][j, p : p + n] = d
+        out["turn_ids"][j, p : p + n] = tid
+        group_ids[j] = groups.setdefault(group, len(groups))
+    # Padding rows take group ids after the real ones (still < B, as the estimators need).
+    group_ids[len(rows) :] = np.arange(len(groups), len(groups) + b - len(rows))
+    return RLBatch(group_ids=group_ids, **out), drops, kept

@@ -1,0 +1,255 @@
+"""The learner's pure functions: ``prepare`` (rollout-time log-probs, values, advantages) and the updates
+(PPO actor + critic, RFT, value pretraining), each one optimizer step with gradient accumulation over
+micro-batches. They take graphdefs, optimizers and configs as bound arguments (``functools.partial``) and
+are jitted by :class:`research.rl.Learner`.
+
+Micro-batches are strided (micro-batch m holds rows m, m + M, ...): with the batch sharded in contiguous
+row blocks over (data, fsdp), every device then holds an equal share of every micro-batch and slicing
+needs no communication. Loss numerators are summed over micro-batches and divided by the denominator of
+the whole mini-batch (_losses.py), so the accumulated gradient is the full batch's gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import models
+
+from ._advantages import compute_advantages
+from ._batch import RLBatch
+from ._config import LearnerConfig
+from ._losses import AGGREGATIONS, KL_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES, denominator, value_loss
+
+F32 = jnp.float32
+BATCH_AXES = ("data", "fsdp")
+
+
+class TrainState(NamedTuple):
+    actor: Any  # nnx.State of the policy (fp32 master weights), or None
+    critic: Any  # nnx.State of the critic, or None
+    actor_opt: Any
+    critic_opt: Any
+    step: jax.Array  # int32: updates taken
+    rng: jax.Array  # typed PRNG key (mini-batch shuffling)
+
+
+def logprobs(graphdef, params, tokens, cfg: LearnerConfig, *, entropy: bool = False):
+    """Log-probs of every token given its prefix, aligned with ``tokens`` (entry 0 is 0): [B, T] fp32."""
+    out = models.token_logprobs(
+        nnx.merge(graphdef, params),
+        tokens,
+        chunk_size=cfg.chunk_size,
+        temperature=cfg.loss.temperature,
+        return_entropy=entropy,
+    )
+    pad = lambda a: jnp.pad(a, ((0, 0), (1, 0)))
+    return (pad(out[0]), pad(out[1])) if entropy else pad(out)
+
+
+def values(graphdef, params, tokens):
+    """V(prefix before token t), aligned with ``tokens`` [B, T] (entry 0 is 0)."""
+    v = nnx.merge(graphdef, params)(tokens)  # v[:, t]: the prefix up to and including token t
+    return jnp.pad(v[:, :-1], ((0, 0), (1, 0)))
+
+
+def masked_mean(x, mask):
+    return (x * mask).sum() / jnp.maximum(mask.sum(), 1.0)
+
+
+def explained_variance(pred, target, mask):
+    """1 - Var(target - pred) / Var(target) over masked tokens (1: perfect, 0: no better than the mean)."""
+    var = lambda x: masked_mean((x - masked_mean(x, mask)) ** 2, mask)
+    return 1.0 - var(target - pred) / jnp.maximum(var(target), 1e-8)
+
+
+def prepare(state: TrainState, batch: RLBatch, ref_params, *, actor_def, critic_def, ref_def, cfg):
+    """Fill old log-probs, values, reference log-probs, advantages and returns (no gradients)."""
+    lc = cfg.loss
+    if lc.kl_penalty not in KL_PENALTIES:
+        raise ValueError(f"unknown kl_penalty {lc.kl_penalty!r}; known: {KL_PENALTIES}")
+    m = batch.response_mask.astype(F32)
+    metrics = {}
+    old = batch.old_logprobs
+    if state.actor is not None:
+        lp, ent = logprobs(actor_def, state.actor, batch.tokens, cfg, entropy=True)
+        metrics["entropy"] = masked_mean(ent, m)
+        metrics["logprob_gap_sampler"] = masked_mean(jnp.abs(lp - batch.old_logprobs), m)
+        if cfg.old_logprobs == "recompute":
+            old = lp
+        elif cfg.old_logprobs != "sampler":
+            raise ValueError(f"old_logprobs must be recompute or sampler, got {cfg.old_logprobs!r}")
+    vals = None if state.critic is None else values(critic_def, state.critic, batch.tokens)
+    rewards = batch.token_rewards
+    ref = None
+    if lc.kl_penalty != "none":
+        ref = logprobs(ref_def, ref_params, batch.tokens, cfg)
+        metrics["kl_ref"] = masked_mean(KL_ESTIMATORS.get("k3")(old, ref), m)
+        if lc.kl_penalty == "k1_reward":
+            rewards = rewards - lc.kl_coef * (old - ref) * m
+    adv, ret = compute_advantages(
+        rewards, vals, m, batch.token_discounts, batch.turn_ids, batch.group_ids, cfg.advantage
+    )
+    metrics.update(advantage_mean=masked_mean(adv, m), return_mean=masked_mean(ret, m))
+    if vals is not None:
+        metrics.update(value_mean=masked_mean(vals, m), explained_variance=explained_variance(vals, ret, m))
+    out = batch._replace(old_logprobs=old * m, values=vals, ref_logprobs=ref, advantages=adv, returns=ret)
+    return out, metrics
+
+
+def split_micro(batch, n: int, mesh=None):
+    """[B, ...] -> [n, B / n, ...] strided (module doc), kept sharded over the batch axes."""
+
+    def one(x):
+        if x is None:
+            return None
+        b = x.shape[0]
+        if b % n:
+            raise ValueError(f"batch of {b} rows does not split into {n} micro-batches")
+        y = x.reshape(b // n, n, *x.shape[1:]).swapaxes(0, 1)
+        if mesh is not None:
+            y = jax.lax.with_sharding_constraint(y, NamedSharding(mesh, P(None, BATCH_AXES)))
+        return y
+
+    return jax.tree.map(one, batch, is_leaf=lambda x: x is None)
+
+
+def accumulate(loss_fn, params, micro, n: int):
+    """Sum over micro-batches of (grad, aux) of ``loss_fn(params, mb) -> (loss, aux)``."""
+    grad_fn = jax.grad(loss_fn, has_aux=True)
+    take = lambda i: jax.tree.map(lambda x: x[i], micro)
+    if n == 1:
+        return grad_fn(params, take(0))
+    first = grad_fn(params, take(0))
+
+    def body(acc, mb):
+        return jax.tree.map(jnp.add, acc, grad_fn(params, mb)), None
+
+    rest = jax.tree.map(lambda x: x[1:], micro)
+    out, _ = jax.lax.scan(body, first, rest)
+    return out
+
+
+def _apply(tx, params, opt, grads):
+    updates, opt = tx.update(grads, opt, params)
+    return optax.apply_updates(params, updates), opt, optax.tree.norm(grads)
+
+
+def _actor_loss(params, mb, dens, *, actor_def, cfg):
+    lc = cfg.loss
+    num = AGGREGATIONS.get(lc.aggregation)[0]
+    m = mb.response_mask.astype(F32)
+    need_entropy = lc.entropy_coef != 0.0
+    out = logprobs(actor_def, params, mb.tokens, cfg, entropy=need_entropy)
+    lp, ent = out if need_entropy else (out, None)
+    pg, clipped, ratio = POLICY_LOSSES.get(lc.policy_loss)(lp, mb.old_logprobs, mb.advantages, lc)
+    pg_loss = num(pg, m) / dens["agg"]
+    loss = pg_loss
+    tok = lambda x: (x * m).sum() / dens["tokens"]  # token-mean metrics, summable over micro-batches
+    aux = {
+        "pg_loss": pg_loss,
+        "clip_frac": tok(clipped.astype(F32)),
+        "ppo_kl": tok(KL_ESTIMATORS.get("k3")(lp, mb.old_logprobs)),
+        "ratio_mean": tok(ratio),
+    }
+    if need_entropy:
+        ent_term = num(ent, m) / dens["agg"]
+        loss = loss - lc.entropy_coef * ent_term
+        aux["entropy_bonus"] = ent_term
+    if lc.kl_penalty == "k3_loss":
+        kl_term = num(KL_ESTIMATORS.get("k3")(lp, mb.ref_logprobs), m) / dens["agg"]
+        loss = loss + lc.kl_coef * kl_term
+        aux["kl_loss"] = kl_term
+    aux["actor_loss"] = loss
+    return loss, aux
+
+
+def _critic_loss(params, mb, dens, *, critic_def, cfg):
+    num = AGGREGATIONS.get(cfg.loss.aggregation)[0]
+    m = mb.response_mask.astype(F32)
+    v = values(critic_def, params, mb.tokens)
+    vl, clipped = value_loss(v, mb.values, mb.returns, cfg.loss.value_clip)
+    loss = num(vl, m) / dens["agg"]
+    return loss, {"value_loss": loss, "value_clip_frac": (clipped * m).sum() / dens["tokens"]}
+
+
+def _rft_loss(params, mb, dens, *, actor_def, cfg):
+    num = AGGREGATIONS.get(cfg.loss.aggregation)[0]
+    m = mb.response_mask.astype(F32)
+    lp = logprobs(actor_def, params, mb.tokens, cfg)
+    loss = num(-lp, m) / dens["agg"]
+    return loss, {"nll": loss, "nll_token_mean": (-lp * m).sum() / dens["tokens"]}
+
+
+def _dens(batch, cfg):
+    m = batch.response_mask.astype(F32)
+    return {"agg": denominator(m, cfg.loss.aggregation), "tokens": jnp.maximum(m.sum(), 1.0)}
+
+
+def ppo_gradients(state, batch, *, actor_def, critic_def, cfg, mesh=None):
+    """Accumulated (actor grads, actor metrics, critic grads, critic metrics) of a prepared mini-batch."""
+    n = cfg.micro_batches
+    dens = _dens(batch, cfg)
+    micro = split_micro(batch, n, mesh)
+    a_grads, a_metrics = accumulate(
+        lambda p, mb: _actor_loss(p, mb, dens, actor_def=actor_def, cfg=cfg), state.actor, micro, n
+    )
+    c_grads, c_metrics = None, {}
+    if state.critic is not None:
+        c_grads, c_metrics = accumulate(
+            lambda p, mb: _critic_loss(p, mb, dens, critic_def=critic_def, cfg=cfg), state.critic, micro, n
+        )
+    return a_grads, a_metrics, c_grads, c_metrics
+
+
+def ppo_update(state, batch, *, actor_def, critic_def, actor_tx, critic_tx, cfg, mesh=None):
+    """One optimizer step of the actor (clipped surrogate) and of the critic (clipped value loss) on a
+    prepared mini-batch."""
+    a_grads, metrics, c_grads, c_metrics = ppo_gradients(
+        state, batch, actor_def=actor_def, critic_def=critic_def, cfg=cfg, mesh=mesh
+    )
+    actor, actor_opt, metrics["actor_grad_norm"] = _apply(actor_tx, state.actor, state.actor_opt, a_grads)
+    critic, critic_opt = state.critic, state.critic_opt
+    if c_grads is not None:
+        critic, critic_opt, c_metrics["critic_grad_norm"] = _apply(
+            critic_tx, state.critic, state.critic_opt, c_grads
+        )
+        metrics.update(c_metrics)
+    new = state._replace(
+        actor=actor, critic=critic, actor_opt=actor_opt, critic_opt=critic_opt, step=state.step + 1
+    )
+    return new, metrics
+
+
+def rft_update(state, batch, *, actor_def, actor_tx, cfg, mesh=None):
+    """One optimizer step of the actor on the NLL of policy tokens only (observation tokens masked)."""
+    n = cfg.micro_batches
+    dens = _dens(batch, cfg)
+    grads, metrics = accumulate(
+        lambda p, mb: _rft_loss(p, mb, dens, actor_def=actor_def, cfg=cfg),
+        state.actor,
+        split_micro(batch, n, mesh),
+        n,
+    )
+    actor, actor_opt, metrics["actor_grad_norm"] = _apply(actor_tx, state.actor, state.actor_opt, grads)
+    return state._replace(actor=actor, actor_opt=actor_opt, step=state.step + 1), metrics
+
+
+def value_update(state, batch, *, critic_def, critic_tx, cfg, mesh=None):
+    """One optimizer step of the critic towards the prepared batch's GAE returns (the policy is frozen)."""
+    n = cfg.micro_batches
+    dens = _dens(batch, cfg)
+    grads, metrics = accumulate(
+        lambda p, mb: _critic_loss(p, mb, dens, critic_def=critic_def, cfg=cfg),
+        state.critic,
+        split_micro(batch, n, mesh),
+        n,
+    )
+    critic, critic_opt, metrics["critic_grad_norm"] = _apply(critic_tx, state.critic, state.critic_opt, grads)
+    return state._replace(critic=critic, critic_opt=critic_opt, step=state.step + 1), metrics
