@@ -1,17 +1,16 @@
 """From sandbox verdicts to token rewards.
 
-A verdict's reward comes from the sandbox's reward registry (``kernels_env.rewards``: ``cuda_agent`` tiers,
-``speedup``, ...). ``research`` may import only ``kernels_env.client`` / ``kernels_env.protocol``; the client
-module holds the registry's ``get_reward`` (it computes every verdict's reward with it), so a named reward
-is recomputed through ``kernels_env.client.get_reward``. With ``reward_fn=None`` the reward the sandbox
-already put in the verdict (``verdict["reward"]``, computed by the judge's own reward setting) is taken.
+A verdict's reward comes from the sandbox's reward registry (``cuda_agent`` tiers, ``speedup``, ...), which
+``kernels_env.client`` exports (``get_reward``; research reaches the sandbox only through its client). With
+``reward_fn=None`` the reward the sandbox already put in the verdict (``verdict["reward"]``, computed by the
+judge's own reward setting) is taken.
 
 Episodes whose verdict is not the policy's doing never become a reward: the judge's own failure
 (``judge_error``), a broken reference (``reference_error``), an infrastructure error or timeout
 (``infra_error``, ``infra_timeout``: e.g. the agent loop's wait for the sandbox ran out; the sandbox's own
 ``timeout`` status is a candidate that hung, which *is* the policy's doing and gets the failure reward).
-The client raises ``SandboxError`` / ``BrokenReference`` for the first two; the agent loop records them
-under these statuses. A verdict without a reward (``not_run``: CPU mode) is dropped too. Dropped episodes
+The sandbox reports the first two as verdicts (``kernels_env.client.NO_VERDICT``, with ``not_run``: CPU mode,
+no reward); the agent loop records the infrastructure ones. Dropped episodes
 are counted by reason.
 
 Placement: ``final`` puts the episode's reward on its last policy token (the default); ``per_turn`` puts
@@ -27,9 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernels_env.client import NO_VERDICT, get_reward
+
 from ._registry import Registry
 
-NON_POLICY_STATUSES = ("judge_error", "reference_error", "infra_error", "infra_timeout")
+NON_POLICY_STATUSES = (*NO_VERDICT, "infra_error", "infra_timeout")
 PLACEMENTS = Registry("reward placement")
 
 
@@ -49,18 +50,6 @@ class Dropped(Exception):
         self.reason = reason
 
 
-def _registry_reward(name: str):
-    from kernels_env import client  # the only sandbox door research may use (tests/test_boundaries.py)
-
-    get_reward = getattr(client, "get_reward", None)
-    if get_reward is None:
-        raise RuntimeError(
-            "kernels_env.client no longer exposes the reward registry (get_reward); set reward_fn=None to "
-            "take the reward the sandbox put in each verdict"
-        )
-    return get_reward(name)
-
-
 def verdict_reward(verdict: dict, cfg: RewardConfig) -> float:
     """The reward of one sandbox verdict, or :class:`Dropped` (see the module doc)."""
     status = verdict.get("status")
@@ -69,7 +58,7 @@ def verdict_reward(verdict: dict, cfg: RewardConfig) -> float:
     if cfg.reward_fn is None:
         reward = verdict.get("reward")
     else:
-        reward = _registry_reward(cfg.reward_fn)(status, verdict.get("speedups") or {})
+        reward = get_reward(cfg.reward_fn)(status, verdict.get("speedups") or {})
     if reward is None:
         raise Dropped(f"no_reward:{status}")
     reward = float(reward)
