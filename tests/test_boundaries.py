@@ -21,7 +21,7 @@ FORBIDDEN = {
     "experiments": set(),
 }
 # research speaks to the sandbox only through these modules.
-RESEARCH_MAY_USE = {"kernels_env.client", "kernels_env.protocol"}
+RESEARCH_MAY_USE = {"kernels_env.client", "kernels_env.protocol", "kernels_env.session"}
 
 
 def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
