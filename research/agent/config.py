@@ -89,12 +89,15 @@ class PolicyConfig:
     def __post_init__(self):
         if self.name not in POLICIES:
             raise AgentConfigError(f"policy must be one of {POLICIES}, got {self.name!r}")
+        if self.max_tokens < 1 or self.temperature < 0 or self.max_retries < 0:
+            raise AgentConfigError("policy.max_tokens must be >= 1, temperature and max_retries >= 0")
+
+    def check(self) -> None:
+        """The settings the chosen policy needs (checked when the policy is built)."""
         if self.name == "openai" and not self.model:
             raise AgentConfigError("policy=openai needs policy.model (the served model's name)")
         if self.name == "scripted" and not self.script:
             raise AgentConfigError("policy=scripted needs policy.script (a JSON list of tool calls)")
-        if self.max_tokens < 1 or self.temperature < 0 or self.max_retries < 0:
-            raise AgentConfigError("policy.max_tokens must be >= 1, temperature and max_retries >= 0")
 
 
 @dataclass

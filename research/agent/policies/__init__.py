@@ -11,6 +11,7 @@ from .scripted import ScriptedPolicy
 
 
 def make_policy(cfg: PolicyConfig) -> Policy:
+    cfg.check()
     if cfg.name == "scripted":
         return ScriptedPolicy.from_file(cfg.script)
     if cfg.name == "openai":
