@@ -42,6 +42,8 @@ def run_agent(cfg: RunConfig, *, policy: Policy | None = None, client: SandboxCl
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tasks = find_tasks(cfg.tasks)
+    for name in (RESULTS, TRAJECTORIES):
+        _drop_torn_line(out / name)
     done = {r["task"] for r in read_jsonl(out / RESULTS)} if cfg.resume else set()
     if not cfg.resume:
         for name in (RESULTS, TRAJECTORIES):
@@ -103,6 +105,16 @@ def run_agent(cfg: RunConfig, *, policy: Policy | None = None, client: SandboxCl
     print(format_table1(summary))
     print(f"wrote {out / RESULTS}, {out / TRAJECTORIES} and {out / SUMMARY}")
     return summary
+
+
+def _drop_torn_line(path: Path) -> None:
+    """Cut an interrupted last write (no newline) so appended records start on a line of their own."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
+        log.warning("dropped an incomplete last line of %s", path)
 
 
 def _append(out: Path, res: EpisodeResult, lock: threading.Lock) -> None:
