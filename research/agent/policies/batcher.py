@@ -1,6 +1,7 @@
 """One generation thread for many episode threads: requests of every episode waiting for an action are
 gathered into one ``models.Sampler.generate`` call (whose static batch and prompt buckets bound the
-compilations). A batch goes when every registered episode is waiting, when ``max_batch`` requests wait, or
+compilations). A batch goes when every registered episode is waiting (and none registered in the last
+``max_wait_s``: episodes starting together register one by one), when ``max_batch`` requests wait, or
 ``max_wait_s`` after its first request (the others are busy in tools)."""
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class GenerationBatcher:
         self._cv = threading.Condition()
         self._pending: list[Request] = []
         self._active = 0
+        self._last_register = 0.0
         self._closed = False
         self.calls: list[dict[str, Any]] = []  # per sampler call: batch size, seconds, tokens
         self._thread = threading.Thread(target=self._loop, name="agent-generation", daemon=True)
@@ -36,6 +38,7 @@ class GenerationBatcher:
     def register(self) -> None:
         with self._cv:
             self._active += 1
+            self._last_register = time.monotonic()
 
     def unregister(self) -> None:
         with self._cv:
@@ -66,11 +69,16 @@ class GenerationBatcher:
                 return None
             deadline = time.monotonic() + self.max_wait_s
             while (
-                len(self._pending) < min(self.max_batch, max(1, self._active))
+                (
+                    len(self._pending) < min(self.max_batch, max(1, self._active))
+                    # episodes starting together register one by one: give the others time to ask
+                    or time.monotonic() - self._last_register < self.max_wait_s
+                )
+                and len(self._pending) < self.max_batch
                 and not self._closed
                 and (left := deadline - time.monotonic()) > 0
             ):
-                self._cv.wait(left)
+                self._cv.wait(min(left, self.max_wait_s / 4))
             batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
             return batch
 
