@@ -1,7 +1,9 @@
-"""research: the science. Task data and synthesis, the agent loop and skills, the staged RL pipeline,
-metrics, evaluation and analysis helpers.
+"""research: the science. Task data and synthesis (``research.data``), the agent loop with its tools,
+skills and policies (``research.agent``: episodes, trajectories for RL, KernelBench evaluation of an agent),
+the staged RL pipeline, metrics, evaluation and analysis helpers.
 
-May import: ``models``, jax/flax/optax/orbax, torch (task execution on CPU), numpy, and ``kernels_env`` only
-through its client/protocol modules (``kernels_env.client``, ``kernels_env.protocol``).
+May import: ``models``, jax/flax/optax/orbax, torch (task execution on CPU), numpy, openai and bm25s (the
+agent), and ``kernels_env`` only through ``kernels_env.client``, ``kernels_env.protocol`` and the agent
+workspace ``kernels_env.session``.
 Must never import: hydra, omegaconf, ``experiments``.
 """
