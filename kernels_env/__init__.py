@@ -6,7 +6,7 @@ against reward hacks. Callers speak to it only through ``client`` (``SandboxClie
 (``WorkspaceSession``, an agent's per-episode workspace); ``python -m kernels_env`` is its CLI.
 
     client.py, session.py   the doors: judge candidates, run tools, hold an agent's workspace
-    rules/                  contracts: config, judge protocols, policies, rewards, verdict schema, messages
+    rules/                  contracts: config, protocols, policies, rewards, verdict schema, summary, messages
     judge/                  the pipeline one request goes through inside a worker (load -> build -> trials ->
                             input families -> compare -> timing -> re-checks -> verdict)
     guard/                  the reward-hack defences the judge wraps around every candidate call

@@ -30,11 +30,13 @@ from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, So
 from .rules.protocols import resolve
 from .rules.result import INCORRECT, NO_VERDICT, RUNTIME_ERROR, message
 from .rules.rewards import REWARDS, get_reward
+from .rules.summary import summarize
 from .runtime.fleet import Fleet
 from .runtime.supervisor import BrokenReference, SandboxError, WorkerFailure
 
-# The config dataclasses, the reward registry and the statuses that carry no verdict on the candidate are
-# part of the client API (research may import only client/messages/session).
+# The config dataclasses, the reward registry, the statuses that carry no verdict on the candidate and the
+# KernelBench-style summary of many verdicts are part of the client API (research may import only the
+# client, rules.messages and session).
 __all__ = [
     "INCORRECT",
     "NO_VERDICT",
@@ -47,6 +49,7 @@ __all__ = [
     "TimingConfig",
     "failure_reward",
     "get_reward",
+    "summarize",
 ]
 
 

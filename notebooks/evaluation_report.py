@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
 sys.path.insert(0, str(ROOT))
-from kernels_env.reports.summary import fast_p_curve, summarize  # noqa: E402
+from kernels_env.rules.summary import fast_p_curve, summarize  # noqa: E402
 
 
 def newest_run(base: Path) -> Path:

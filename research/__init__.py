@@ -1,11 +1,14 @@
 """research: the science.
 
 What exists: ``research.data`` (KernelBench and JSONL/Parquet loaders, the operator library, synthesis of
-fused tasks with filters, decontamination and held-out splits). Being built: the agent loop with tools,
-skills and policies (``research.agent``) and the staged RL pipeline (``research.rl``); until they land they
-are not here.
+fused tasks with filters, decontamination and held-out splits), ``research.agent`` (the ReAct agent loop
+with its tools, skills and policies: episodes, trajectories for RL, KernelBench evaluation of an agent),
+``research.rl`` (advantage estimators, PPO/value/KL losses, the jitted learner, checkpoints, metrics) and
+``research.toyenv`` (a toy kernel-writing environment judged by the real sandbox). Being built: the staged
+pipeline that chains warm-up, RFT, value pretraining and multi-turn PPO.
 
-May import: ``models``, jax/flax/optax/orbax, torch (task execution on CPU), numpy, and ``kernels_env`` only
-through its client/protocol modules (``kernels_env.client``, ``kernels_env.rules.messages``).
+May import: ``models``, jax/flax/optax/orbax, torch (task execution on CPU), numpy, openai and bm25s (the
+agent), and ``kernels_env`` only through ``kernels_env.client``, ``kernels_env.rules.messages`` and the agent
+workspace ``kernels_env.session``.
 Must never import: hydra, omegaconf, ``experiments``.
 """

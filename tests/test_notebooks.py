@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernels_env.reports.summary import P_VALUES, fast_p_curve, summarize
+from kernels_env.rules.summary import P_VALUES, fast_p_curve, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 

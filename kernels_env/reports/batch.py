@@ -4,7 +4,7 @@ Solutions map to problems by file stem: ``<problem>.py``, ``<problem>__<variant>
 directory ``<problem>/`` (or ``<problem>__<variant>/``) holding ``model_new.py``. Results are appended to a
 JSONL file as they finish (flushed and fsynced), so an interrupted batch resumes where it stopped: solutions
 already in the file are skipped and a partial last line is dropped. The summary
-(``kernels_env.reports.summary``) is printed, saved as JSON, and plotted.
+(``kernels_env.rules.summary``) is printed, saved as JSON, and plotted.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from ..client import BrokenReference, SandboxClient
 from ..rules.config import BatchConfig
-from .summary import format_summary, plot, summarize
+from ..rules.summary import format_summary, plot, summarize
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels_env.reports.summary import format_summary, plot, summarize
+from kernels_env.rules.summary import format_summary, plot, summarize
 
 
 def r(problem, solution, status, eager=None, compile_=None, comparable=True):

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..rules.rewards import faster
+from .rewards import faster
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
 

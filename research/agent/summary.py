@@ -1,0 +1,61 @@
+"""The paper's Table 1 per level: pass rate, faster than eager / torch.compile (shares of ALL tasks, ">5%
+faster" as in CUDA Agent's reward), geometric-mean speedups over correct solutions only.
+
+The arithmetic is the sandbox's own KernelBench-style summary (``kernels_env.client.summarize``: fast_p,
+faster-than shares, geomeans), applied to each level's episode results; this module only picks its columns.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from kernels_env.client import summarize
+
+
+def _verdict(i: int, r: dict[str, Any]) -> dict[str, Any]:
+    """An episode result in the shape of a sandbox verdict, as the summary reads it."""
+    return {
+        "problem": str(r.get("task", i)),
+        "status": r.get("status"),
+        "reward": r.get("reward"),
+        "speedups": r.get("speedups") or {},
+        "timings": {"comparable": bool(r.get("comparable"))},
+    }
+
+
+def _row(results: list[dict[str, Any]]) -> dict[str, Any]:
+    verdicts = [_verdict(i, r) for i, r in enumerate(results)]
+    s = summarize(verdicts, [v["problem"] for v in verdicts])
+    pass_rate = next(iter(s["fast_p"].values()), {}).get("0") if results else None
+    row: dict[str, Any] = {"tasks": len(results), "pass_rate": pass_rate, "comparable": s["comparable"]}
+    for mode in ("eager", "compile"):
+        row[f"faster_than_{mode}"] = s["faster_than"].get(mode) if s["comparable"] else None
+        row[f"geomean_vs_{mode}"] = s["geomean_speedup"].get(mode)
+    row["mean_reward"] = s["mean_reward"]
+    row["status_counts"] = dict(sorted(s["status_counts"].items()))
+    row["end_reasons"] = dict(sorted(Counter(str(r.get("end_reason")) for r in results).items()))
+    return row
+
+
+def table1(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """{"overall": row, "levels": {level: row}} over one result per task. ``not_run`` (CPU mode) counts as
+    not passed; speed columns are None without comparable timings."""
+    levels: dict[str, list] = defaultdict(list)
+    for r in results:
+        levels[str(r.get("level", "all"))].append(r)
+    return {"overall": _row(results), "levels": {k: _row(v) for k, v in sorted(levels.items())}}
+
+
+def format_table1(summary: dict[str, Any]) -> str:
+    fmt = lambda v: "n/a" if v is None else (f"{v:.1%}" if isinstance(v, float) else str(v))  # noqa: E731
+    gm = lambda v: "n/a" if v is None else f"{v:.2f}x"  # noqa: E731
+    head = f"{'subset':<10}{'tasks':>6}{'pass':>8}{'>eager':>8}{'>compile':>9}{'gm eager':>9}{'gm comp':>9}"
+    lines = [head]
+    for name, row in [("overall", summary["overall"]), *summary["levels"].items()]:
+        lines.append(
+            f"{('L' + name) if name not in ('overall', 'all') else name:<10}{row['tasks']:>6}"
+            f"{fmt(row['pass_rate']):>8}{fmt(row['faster_than_eager']):>8}{fmt(row['faster_than_compile']):>9}"
+            f"{gm(row['geomean_vs_eager']):>9}{gm(row['geomean_vs_compile']):>9}"
+        )
+    return "\n".join(lines)
