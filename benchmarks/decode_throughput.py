@@ -133,10 +133,17 @@ def _measure(sampler, prompts, sc, args) -> dict:
     }
 
 
+# Pass/fail of the numerics check on the 0.5B shape in bf16: twice the largest |dlogp| recorded over 14
+# configurations x batches on an H200 (2026-11-30 sweep: max 0.0523, mean at most 0.0117; even the
+# unfused XLA baseline reaches 0.0456, so this is bf16 noise over 24 layers, not a defect). A configuration
+# beyond these computes something else (benchmarks/results/logprob_numerics.md).
+LOGPROB_MAX_ABS = 0.105
+LOGPROB_MEAN_ABS = 0.0235
+
+
 def _logprob_check(recompute, model, prompts, out) -> dict:
     """Numerics of a configuration on the real model: the sampler's log-probs of its greedy tokens vs a
-    full forward pass over prompt + generated tokens (bf16; the baseline configuration's discrepancy is
-    the scale to compare with)."""
+    full forward pass over prompt + generated tokens (bf16), with a pass/fail against the recorded scale."""
     import numpy as np
 
     prompts = np.asarray(prompts, np.int32)
@@ -144,7 +151,18 @@ def _logprob_check(recompute, model, prompts, out) -> dict:
     p, n = prompts.shape[1], out.tokens.shape[1]
     lp = np.asarray(recompute(model, seqs))[:, p - 1 : p - 1 + n]
     diff = np.abs(lp - out.logprobs)
-    return {"max_abs": float(diff.max()), "mean_abs": float(diff.mean())}
+    max_abs, mean_abs = float(diff.max()), float(diff.mean())
+    ok = max_abs <= LOGPROB_MAX_ABS and mean_abs <= LOGPROB_MEAN_ABS
+    return {"max_abs": max_abs, "mean_abs": mean_abs, "ok": ok}
+
+
+def _numerics_status(j: dict) -> str:
+    check = j.get("logprob_check")
+    if not j:
+        return "not run"
+    if check and not check.get("ok", True):
+        return f"numerics failed: |dlogp| max {check['max_abs']:.3f} mean {check['mean_abs']:.4f}"
+    return "ok"
 
 
 def _profile(sampler, prompts, sc, args) -> dict:
@@ -536,7 +554,7 @@ def summarize(results: dict, args) -> dict:
                 "kernels_per_step": hlo.get("kernels"),
                 "copies_per_step": hlo.get("copy"),
                 "logprob_max_abs_diff": (j.get("logprob_check") or {}).get("max_abs"),
-                "status": j.get("error") or j.get("skipped") or ("ok" if j else "not run"),
+                "status": j.get("error") or j.get("skipped") or _numerics_status(j),
             }
             out["configs"].setdefault(name, {})[str(b)] = entry
             if name == "default":
@@ -568,6 +586,8 @@ def summarize(results: dict, args) -> dict:
     out["copy_bandwidth_GBps"] = bw / 1e9 if bw else None
     target = out["batches"].get("64", {}).get("ratio")
     out["target_3x_at_64"] = None if target is None else target >= 3.0
+    statuses = [e["status"] for per in out["configs"].values() for e in per.values()]
+    out["numerics_ok"] = not any(s.startswith("numerics failed") for s in statuses)
     head = [
         "config",
         "batch",

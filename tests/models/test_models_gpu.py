@@ -34,6 +34,12 @@ CFG = models.tiny_config(
 )
 
 
+# |sampler log-prob - recomputing forward| in bf16 for this model: at most 0.0115 over 8,192 generated tokens
+# (4 initialisations x 4 decode configurations x greedy and T=0.8) on an H200, 2026-12-01
+# (benchmarks/logprob_numerics.py, benchmarks/results/logprob_numerics.md); the tolerance is about 2x that.
+LOGPROB_ATOL = 0.025
+
+
 def _rel(a, b) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))
@@ -124,7 +130,7 @@ def test_sampler_with_cudnn_prefill():
         nnx.jit(lambda m, t: models.token_logprobs(m, t, temperature=0.8))(model, jnp.asarray(seqs))
     )
     for i, p in enumerate(prompts):
-        np.testing.assert_allclose(out.logprobs[i], lp[i, len(p) - 1 : len(p) + 15], atol=0.05)
+        np.testing.assert_allclose(out.logprobs[i], lp[i, len(p) - 1 : len(p) + 15], atol=LOGPROB_ATOL)
 
 
 @pytest.mark.parametrize(("batch", "cache_len"), [(4, 256), (1, 2048)])  # one split; 2 splits of 1024 keys
@@ -210,7 +216,7 @@ def test_decode_configurations_on_gpu():
         lp = np.asarray(logprobs(model, jnp.asarray(seqs)))
         for i, p in enumerate(prompts):
             np.testing.assert_allclose(
-                out.logprobs[i], lp[i, len(p) - 1 : len(p) + 15], atol=0.05, err_msg=str(decode)
+                out.logprobs[i], lp[i, len(p) - 1 : len(p) + 15], atol=LOGPROB_ATOL, err_msg=str(decode)
             )
 
 
