@@ -51,7 +51,7 @@ def _median_s(fn, calls: int, warm: int = 2) -> float:
 
 def measure_task(task: str, calls: int, policy: str, device, tasks: Path, solutions: Path) -> dict:
     import torch
-    from sandbox_throughput import load_module
+    from _throughput.common import load_module
 
     from kernels_env.guard import Integrity, ThreadSnapshot, policy_guard, warm_up_profiler
 
