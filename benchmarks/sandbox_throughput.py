@@ -8,13 +8,13 @@ kernels, end-to-end evaluations per hour per GPU, and the spread of kernel timin
     python benchmarks/sandbox_throughput.py report --parts DIR --out results.json [--markdown table.md]
     python benchmarks/sandbox_throughput.py report --from results.json --markdown table.md
 
-Problems: benchmarks/tasks/*.py (KernelBench format). Solutions: benchmarks/solutions/fastpath/<task>.py
-and benchmarks/solutions/load_inline/<task>.py run the same CUDA source (the second is generated from the
-first). Compile times are measured inside fresh processes around the import of a solution (which builds
-it), each with empty KERNELS_ENV_CACHE_DIR / TORCH_EXTENSIONS_DIR, torch and CUDA already initialised.
-Both paths are also measured at the same process concurrency, so the ratio compares like with like.
-Targets: compile >= 20x faster than load_inline; >= 1,000 candidates/hour/GPU; IQR/median < 2% for
-kernels over 100 us.
+Problems (KernelBench format): benchmarks/tasks/*.py, and example problems (examples/problems/) at larger
+sizes (``_throughput/problems.py``). Solutions: benchmarks/solutions/fastpath/<task>.py and
+benchmarks/solutions/load_inline/<task>.py run the same CUDA source (the second is generated from the first).
+Compile times are measured inside fresh processes around the import of a solution (which builds it), each with
+empty KERNELS_ENV_CACHE_DIR / TORCH_EXTENSIONS_DIR, torch and CUDA already initialised. Both paths are also
+measured at the same process concurrency, so the ratio compares like with like. Targets: compile >= 20x faster
+than load_inline; >= 1,000 candidates/hour/GPU; IQR/median < 2% for kernels over 100 us.
 
 This file is the command line; the steps live in ``benchmarks/_throughput/``, one module each.
 """
@@ -28,20 +28,21 @@ import time
 from pathlib import Path
 
 from _throughput.builds import step_compile, summarize_compile, worker
-from _throughput.common import MODES, SOLUTIONS, TASKS, list_tasks, load_module, stats, write_json
+from _throughput.common import MODES, SOLUTIONS, list_tasks, load_module, stats, write_json
 from _throughput.e2e import find_spreads, make_candidate, step_e2e, summarize_e2e
+from _throughput.problems import problem_path
 from _throughput.report import markdown, plot, step_report
 from _throughput.spread import step_spread
 
 __all__ = [  # what tests and other benchmarks use from here
     "SOLUTIONS",
-    "TASKS",
     "find_spreads",
     "list_tasks",
     "load_module",
     "make_candidate",
     "markdown",
     "plot",
+    "problem_path",
     "stats",
     "step_report",
     "summarize_compile",

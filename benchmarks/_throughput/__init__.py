@@ -1,6 +1,7 @@
 """The steps of ``benchmarks/sandbox_throughput.py`` (its docstring says what is measured and how):
 
-- ``common``: the problem set and its two solution sets, module loading, sample statistics, part files;
+- ``problems``: the problem set (its own and the example problems it measures at larger sizes);
+- ``common``: the task list and its two solution sets, module loading, sample statistics, part files;
 - ``builds``: the compile benchmark (fast path against load_inline, in fresh build processes);
 - ``spread``: the timing spread of the fast-path kernels under the judge's timer alone;
 - ``e2e``: end-to-end evaluations per hour through ``kernels_env.client``;

@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import ROOT
-from .common import SOLUTIONS, TASKS, init_torch, list_tasks, load_module, log, stats, write_json
+from .common import SOLUTIONS, init_torch, list_tasks, load_module, log, stats, write_json
+from .problems import problem_path
 
 ENTRY = ROOT / "benchmarks" / "sandbox_throughput.py"  # its ``_worker`` command runs ``worker`` below
 RESULT_PREFIX = "RESULT "
@@ -28,7 +29,7 @@ RESULT_PREFIX = "RESULT "
 
 def check_solution(task: str, solution, torch) -> dict:
     """ModelNew against Model on one input set (seed-replayed weights, fp32 atol = rtol = 1e-4)."""
-    ref = load_module(TASKS / f"{task}.py", f"ref_{task}_{uuid.uuid4().hex[:6]}")
+    ref = load_module(problem_path(task), f"ref_{task}_{uuid.uuid4().hex[:6]}")
     init = ref.get_init_inputs()
     torch.manual_seed(42)
     model = ref.Model(*init).cuda()

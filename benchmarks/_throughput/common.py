@@ -1,4 +1,4 @@
-"""What every step shares: the problem set and its two solution sets, module loading, the torch/CUDA
+"""What every step shares: the task list and its two solution sets, module loading, the torch/CUDA
 set-up of a measuring process, sample statistics, logging and part files."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from . import ROOT
+from .problems import task_names
 
-TASKS = ROOT / "benchmarks" / "tasks"
 SOLUTIONS = ROOT / "benchmarks" / "solutions"
 MODES = ("fastpath", "load_inline")
 TARGETS = {"compile_speedup": 20.0, "candidates_per_hour": 1000.0, "spread": 0.02, "spread_min_ms": 0.1}
@@ -24,11 +24,7 @@ def log(msg: str) -> None:
 
 def list_tasks(selection: str | None = None) -> list[str]:
     """Task stems that have both solutions, optionally filtered by comma-separated names or prefixes."""
-    tasks = sorted(
-        p.stem
-        for p in TASKS.glob("*.py")
-        if all((SOLUTIONS / mode / p.name).exists() for mode in MODES) and not p.name.startswith("_")
-    )
+    tasks = [t for t in task_names() if all((SOLUTIONS / mode / f"{t}.py").exists() for mode in MODES)]
     if selection:
         wanted = [w.strip() for w in selection.split(",") if w.strip()]
         tasks = [t for t in tasks if any(t == w or t.startswith(w) for w in wanted)]

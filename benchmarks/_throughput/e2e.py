@@ -14,7 +14,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .common import SOLUTIONS, TARGETS, TASKS, list_tasks, log, stats, write_json
+from .common import SOLUTIONS, TARGETS, list_tasks, log, stats, write_json
+from .problems import problem_path
 
 
 def _as_dict(result) -> dict:
@@ -105,7 +106,7 @@ def step_e2e(args) -> dict:
                 try:
                     res = _as_dict(
                         sandbox.evaluate(
-                            reference=str(TASKS / f"{task}.py"), solution=str(solution), judge=judge
+                            reference=str(problem_path(task)), solution=str(solution), judge=judge
                         )
                     )
                     rec = {

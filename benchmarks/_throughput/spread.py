@@ -8,7 +8,8 @@ import statistics
 import tempfile
 from collections.abc import Callable
 
-from .common import SOLUTIONS, TASKS, init_torch, list_tasks, load_module, log
+from .common import SOLUTIONS, init_torch, list_tasks, load_module, log
+from .problems import problem_path
 
 
 def time_callable(fn: Callable, input_sets: list, iters: int, warmup: int) -> dict:
@@ -50,7 +51,7 @@ def step_spread(args) -> dict:
         rec: dict = {}
         try:
             sol = load_module(SOLUTIONS / "fastpath" / f"{task}.py", f"spread_{task}")
-            ref = load_module(TASKS / f"{task}.py", f"spread_ref_{task}")
+            ref = load_module(problem_path(task), f"spread_ref_{task}")
             init = ref.get_init_inputs()
             torch.manual_seed(42)
             model = ref.Model(*init).cuda()
