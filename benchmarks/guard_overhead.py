@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 for _path in (ROOT, ROOT / "benchmarks"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
-TASKS = ROOT / "benchmarks" / "tasks"
 SOLUTIONS = ROOT / "benchmarks" / "solutions" / "fastpath"
 VARIANTS = {
     "all_on": {},
@@ -49,13 +48,15 @@ def _median_s(fn, calls: int, warm: int = 2) -> float:
     return statistics.median(samples)
 
 
-def measure_task(task: str, calls: int, policy: str, device, tasks: Path, solutions: Path) -> dict:
+def measure_task(task: str, calls: int, policy: str, device, tasks: Path | None, solutions: Path) -> dict:
     import torch
-    from sandbox_throughput import load_module
+    from _throughput.common import load_module
+    from _throughput.problems import problem_path
 
     from kernels_env.guard import Integrity, ThreadSnapshot, policy_guard, warm_up_profiler
 
-    problem = load_module(tasks / f"{task}.py", f"bench_task_{task}")
+    problem_file = tasks / f"{task}.py" if tasks else problem_path(task)
+    problem = load_module(problem_file, f"bench_task_{task}")
     solution = load_module(solutions / f"{task}.py", f"bench_solution_{task}")
     model = solution.ModelNew(*problem.get_init_inputs()).to(device).eval()
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
@@ -63,7 +64,7 @@ def measure_task(task: str, calls: int, policy: str, device, tasks: Path, soluti
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
     warm_up_profiler(cuda)
     integrity, threads = Integrity.capture(), ThreadSnapshot.capture()
-    paths = {"candidate_paths": [str(solutions)], "reference_paths": [str(tasks / f"{task}.py")]}
+    paths = {"candidate_paths": [str(solutions)], "reference_paths": [str(problem_file)]}
 
     def plain() -> None:
         with torch.no_grad():
@@ -125,7 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=8)
     ap.add_argument("--policy", default="cuda_agent")
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
-    ap.add_argument("--tasks-dir", type=Path, default=TASKS)
+    ap.add_argument(
+        "--tasks-dir",
+        type=Path,
+        default=None,
+        help="<task>.py problems (default: the throughput benchmark's)",
+    )
     ap.add_argument("--solutions-dir", type=Path, default=SOLUTIONS, help="<task>.py solutions")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)

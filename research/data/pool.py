@@ -203,19 +203,5 @@ class WorkerPool:
             self.log.close()
 
 
-def run_all(target: str, payloads: dict[Any, dict], workers: int, timeout_s: float, progress=None) -> dict:
-    """Convenience: run every payload, return {key: result}."""
-    results: dict[Any, dict] = {}
-    with WorkerPool(target, workers, timeout_s) as pool:
-        for key, payload in payloads.items():
-            pool.submit(key, payload)
-        while len(results) < len(payloads):
-            for key, result in pool.poll():
-                results[key] = result
-                if progress is not None:
-                    progress.update(1)
-    return results
-
-
 if __name__ == "__main__":
     _worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "")

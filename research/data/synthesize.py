@@ -147,34 +147,123 @@ def synthesize(cfg: SynthesisConfig, *, timer: Timer | None = None, stop_after: 
     own_timer = timer is None and f.gpu.enabled
     if own_timer:
         timer = make_timer(f.gpu)
-    use_gpu = f.gpu.enabled or timer is not None
-    workers = cfg.workers or os.cpu_count() or 1
-    results: dict[tuple[str, int], dict] = {}
-    pending: dict[tuple[str, int], Candidate] = {}
-    gen_j = dict(state.next_j)
-    commits = 0
-    stats: Counter = Counter()
+    run = _Run(cfg, out, state, quota, evals, timer, _progress_bar(cfg, state))
+    try:
+        if not run.unfinished():  # finished already: export only, no workers
+            return _export(cfg, out, state, quota, evals, run.stats, time.monotonic() - t_start)
+        target = "research.data.checks:check_task"
+        log_path = out / "workers.log"
+        with WorkerPool(target, run.workers, f.timeout_s, log_path=str(log_path)) as pool, \
+                state.log.open("a") as fh:  # fmt: skip
+            if not run.loop(pool, fh, stop_after):
+                return {"interrupted": True, "commits": run.commits}
+    finally:
+        run.bar.close()
+        if own_timer and timer is not None:
+            timer.close()
+    return _export(cfg, out, state, quota, evals, run.stats, time.monotonic() - t_start)
 
-    def need(b: str) -> int:
-        return quota[b] - len(state.kept[b])
 
-    def static(b: str, j: int) -> dict | None:
-        """A drop decided without running the task, or None (submitted for checks)."""
-        tid = task_id(cfg.seed, b, j)
+def _progress_bar(cfg: SynthesisConfig, state: _State):
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=cfg.num_tasks,
+        initial=min(cfg.num_tasks, sum(len(v) for v in state.kept.values())),
+        desc="synthesize",
+        unit="task",
+        disable=not cfg.progress,
+        dynamic_ncols=True,
+    )
+
+
+def _duplicate(task: str, rec: TaskRecord, state: _State) -> dict:
+    """The drop of a task whose op graph a committed task already has."""
+    return {"id": task, "reason": "duplicate", "detail": f"same op graph as {state.sigs[rec.signature]}"}
+
+
+class _Run:
+    """One run's speculative work: candidates generated ahead of the commit log, their check results, and
+    the commit of those results in stream order (the module docstring says why commits wait for it)."""
+
+    def __init__(
+        self,
+        cfg: SynthesisConfig,
+        out: Path,
+        state: _State,
+        quota: dict[str, int],
+        evals: EvalIndex | None,
+        timer: Timer | None,
+        bar,
+    ):
+        self.cfg, self.out, self.state, self.quota, self.evals, self.timer, self.bar = (
+            cfg, out, state, quota, evals, timer, bar
+        )  # fmt: skip
+        self.workers = cfg.workers or os.cpu_count() or 1
+        self.results: dict[tuple[str, int], dict] = {}  # decided, waiting for their turn to commit
+        self.pending: dict[tuple[str, int], Candidate] = {}  # generated and passed the static filters
+        self.gen_j = dict(state.next_j)
+        self.commits = 0
+        self.stats: Counter = Counter()
+
+    def need(self, b: str) -> int:
+        return self.quota[b] - len(self.state.kept[b])
+
+    def unfinished(self) -> bool:
+        return any(self.need(b) > 0 for b in BUCKETS)
+
+    def loop(self, pool: WorkerPool, fh, stop_after: int | None) -> bool:
+        """Fill, collect, commit until every quota is met; False if stopped after ``stop_after`` commits."""
+        while self.unfinished():
+            self.fill(pool)
+            self.collect(pool)
+            if not self.commit_ready(fh, stop_after):
+                return False
+            self.bar.set_postfix(dropped=sum(self.state.drops.values()), refresh=False)
+        return True
+
+    def fill(self, pool: WorkerPool) -> None:
+        """Speculative candidates, at most ~1.5x what each bucket still needs in flight."""
+        cap = 3 * self.workers
+        for b in BUCKETS:
+            while self.need(b) > 0 and pool.busy < cap and self._inflight(b) < self._max_inflight(b):
+                j = self._next_index(b)
+                drop = self._static_drop(b, j)
+                if drop is None:
+                    pool.submit((b, j), self.pending[(b, j)].payload)
+                else:
+                    self.results[(b, j)] = drop
+
+    def _inflight(self, b: str) -> int:
+        return sum(1 for (bb, _) in self.pending if bb == b)
+
+    def _max_inflight(self, b: str) -> int:
+        return max(1, math.ceil(self.need(b) * 1.5))
+
+    def _next_index(self, b: str) -> int:
+        j = self.gen_j[b]
+        self.gen_j[b] += 1
+        if j > MAX_CANDIDATES_PER_TASK * max(self.quota[b], 1) + 100:
+            raise RuntimeError(
+                f"bucket {b} is stuck: {j} candidates for {self.quota[b]} tasks; "
+                "check the mix, exclude_ops and filters"
+            )
+        return j
+
+    def _static_drop(self, b: str, j: int) -> dict | None:
+        """A drop decided without running the task, or None (the candidate is then pending)."""
+        tid = task_id(self.cfg.seed, b, j)
         try:
-            cand = make_candidate(cfg, b, j)
+            cand = make_candidate(self.cfg, b, j)
         except Reject as exc:
             reason, detail = drop_reason(exc)
             return {"id": tid, "reason": reason, "detail": detail}
         rec = cand.record
-        if f.dedup and rec.signature in state.sigs:
-            return {
-                "id": tid,
-                "reason": "duplicate",
-                "detail": f"same op graph as {state.sigs[rec.signature]}",
-            }
-        if evals is not None:
-            name, score = evals.nearest(rec.source)
+        f = self.cfg.filters
+        if f.dedup and rec.signature in self.state.sigs:
+            return _duplicate(tid, rec, self.state)
+        if self.evals is not None:
+            name, score = self.evals.nearest(rec.source)
             rec.meta["nearest_eval"] = {"problem": name, "similarity": round(score, 4)}
             if score > f.decontam_threshold:
                 return {
@@ -184,107 +273,71 @@ def synthesize(cfg: SynthesisConfig, *, timer: Timer | None = None, stop_after: 
                     "nearest_eval": name,
                     "similarity": round(score, 4),
                 }
-        pending[(b, j)] = cand
+        self.pending[(b, j)] = cand
         return None
 
-    from tqdm.auto import tqdm
+    def collect(self, pool: WorkerPool) -> None:
+        """Execution results of pending candidates (survivors timed on the GPU)."""
+        waiting = any(k not in self.results for k in self.pending)
+        for key, res in pool.poll(0.2 if waiting else 0.0):
+            cand = self.pending.get(key)
+            if cand is not None:
+                self._count(cand, res)
+                self.results[key] = self._checked(cand, res)
 
-    bar = tqdm(
-        total=cfg.num_tasks,
-        initial=min(cfg.num_tasks, sum(len(v) for v in state.kept.values())),
-        desc="synthesize",
-        unit="task",
-        disable=not cfg.progress,
-        dynamic_ncols=True,
-    )
-    log_path = out / "workers.log"
-    try:
-        if not any(need(b) > 0 for b in BUCKETS):  # finished already: export only, no workers
-            return _export(cfg, out, state, quota, evals, stats, time.monotonic() - t_start)
-        target = "research.data.checks:check_task"
-        with WorkerPool(target, workers, f.timeout_s, log_path=str(log_path)) as pool, \
-                (out / "candidates.jsonl").open("a") as fh:  # fmt: skip
-            while any(need(b) > 0 for b in BUCKETS):
-                # 1. fill: speculative candidates, at most ~1.5x what each bucket still needs in flight
-                cap = 3 * workers
-                for b in BUCKETS:
-                    while need(b) > 0 and pool.busy < cap:
-                        inflight = sum(1 for (bb, _) in pending if bb == b)
-                        if inflight >= max(1, math.ceil(need(b) * 1.5)):
-                            break
-                        j = gen_j[b]
-                        gen_j[b] += 1
-                        if j > MAX_CANDIDATES_PER_TASK * max(quota[b], 1) + 100:
-                            raise RuntimeError(
-                                f"bucket {b} is stuck: {j} candidates for {quota[b]} tasks; "
-                                "check the mix, exclude_ops and filters"
-                            )
-                        drop = static(b, j)
-                        if drop is None:
-                            pool.submit((b, j), pending[(b, j)].payload)
-                        else:
-                            results[(b, j)] = drop
-                # 2. collect execution results (and time survivors on the GPU)
-                for key, res in pool.poll(0.2 if any(k not in results for k in pending) else 0.0):
-                    cand = pending.get(key)
-                    if cand is None:
-                        continue
-                    for k, v in res.get("timings", {}).items():
-                        stats[f"seconds_{k}"] += v
-                    if cand.payload.get("also_inductor"):
-                        stats["inductor_checked"] += 1
-                        stats["inductor_failed"] += str(res.get("reason", "")).endswith("_inductor")
-                    if res.get("ok"):
-                        rec = cand.record
-                        if res.get("out_shape") is not None:
-                            rec.meta["checked_output_shape"] = res["out_shape"]
-                        if use_gpu:
-                            reason, detail = apply_window(
-                                rec, timer.time(rec), f.runtime_min_ms, f.runtime_max_ms
-                            )
-                            if reason:
-                                results[key] = {"id": rec.id, "reason": reason, "detail": detail}
-                                continue
-                        results[key] = {"kept": rec}
-                    else:
-                        results[key] = {
-                            "id": cand.record.id,
-                            "reason": res.get("reason") or "check_failed",
-                            "detail": res.get("detail", ""),
-                        }
-                # 3. commit strictly in stream order; dedup against committed tasks only
-                for b in BUCKETS:
-                    while need(b) > 0 and (b, state.next_j[b]) in results:
-                        j = state.next_j[b]
-                        res = results.pop((b, j))
-                        pending.pop((b, j), None)
-                        entry: dict[str, Any] = {"bucket": b, "j": j}
-                        rec = res.get("kept")
-                        if rec is not None and f.dedup and rec.signature in state.sigs:
-                            res = {
-                                "id": rec.id,
-                                "reason": "duplicate",
-                                "detail": f"same op graph as {state.sigs[rec.signature]}",
-                            }
-                            rec = None
-                        if rec is not None:
-                            _write_task(out, rec)
-                            entry.update(status="kept", id=rec.id, record=rec.to_dict())
-                            bar.update(1)
-                        else:
-                            entry.update(status="dropped", **res)
-                        state.commit(entry, fh)
-                        commits += 1
-                        if stop_after is not None and commits >= stop_after:
-                            fh.flush()
-                            return {"interrupted": True, "commits": commits}
+    def _count(self, cand: Candidate, res: dict) -> None:
+        for k, v in res.get("timings", {}).items():
+            self.stats[f"seconds_{k}"] += v
+        if cand.payload.get("also_inductor"):
+            self.stats["inductor_checked"] += 1
+            self.stats["inductor_failed"] += str(res.get("reason", "")).endswith("_inductor")
+
+    def _checked(self, cand: Candidate, res: dict) -> dict:
+        """The decision on a checked candidate: ``{"kept": record}`` or a drop."""
+        rec = cand.record
+        if not res.get("ok"):
+            return {
+                "id": rec.id,
+                "reason": res.get("reason") or "check_failed",
+                "detail": res.get("detail", ""),
+            }
+        if res.get("out_shape") is not None:
+            rec.meta["checked_output_shape"] = res["out_shape"]
+        if self.timer is not None:
+            f = self.cfg.filters
+            reason, detail = apply_window(rec, self.timer.time(rec), f.runtime_min_ms, f.runtime_max_ms)
+            if reason:
+                return {"id": rec.id, "reason": reason, "detail": detail}
+        return {"kept": rec}
+
+    def commit_ready(self, fh, stop_after: int | None) -> bool:
+        """Commit every decided result whose turn has come; dedup against committed tasks only. False once
+        ``stop_after`` commits are done."""
+        for b in BUCKETS:
+            while self.need(b) > 0 and (b, self.state.next_j[b]) in self.results:
+                self._commit(b, fh)
+                if stop_after is not None and self.commits >= stop_after:
                     fh.flush()
-                bar.set_postfix(dropped=sum(state.drops.values()), refresh=False)
-    finally:
-        bar.close()
-        if own_timer and timer is not None:
-            timer.close()
-    return _export(cfg, out, state, quota, evals, stats, time.monotonic() - t_start)
+                    return False
+            fh.flush()
+        return True
+
+    def _commit(self, b: str, fh) -> None:
+        j = self.state.next_j[b]
+        res = self.results.pop((b, j))
+        self.pending.pop((b, j), None)
+        entry: dict[str, Any] = {"bucket": b, "j": j}
+        rec = res.get("kept")
+        if rec is not None and self.cfg.filters.dedup and rec.signature in self.state.sigs:
+            res, rec = _duplicate(rec.id, rec, self.state), None
+        if rec is not None:
+            _write_task(self.out, rec)
+            entry.update(status="kept", id=rec.id, record=rec.to_dict())
+            self.bar.update(1)
+        else:
+            entry.update(status="dropped", **res)
+        self.state.commit(entry, fh)
+        self.commits += 1
 
 
 def _export(cfg, out: Path, state: _State, quota, evals, stats, seconds: float) -> dict:

@@ -50,7 +50,8 @@ def test_candidates_are_reproducible_and_seeded():
             diff += make_candidate(other, "2", j).record.source != a.record.source
         except Reject:
             diff += 1
-    assert same > 10 and diff == 30 - (30 - same) or diff >= same - 1
+    assert same > 10  # enough candidates build for the comparison to mean something
+    assert diff == same  # another seed changes every candidate
 
 
 def _planted_eval_dir(tmp_path: Path, cfg: SynthesisConfig) -> tuple[Path, str]:

@@ -41,7 +41,7 @@ def test_problem_set_is_kernelbench_shaped():
     kinds = " ".join(TASKS)
     assert "matmul" in kinds and "conv" in kinds and "softmax" in kinds and "norm" in kinds
     for task in TASKS:
-        ref = _load(bench.TASKS / f"{task}.py", f"t_{task}")
+        ref = _load(bench.problem_path(task), f"t_{task}")
         assert callable(ref.get_inputs) and callable(ref.get_init_inputs)
         model = ref.Model(*ref.get_init_inputs())
         new_src = (bench.SOLUTIONS / "fastpath" / f"{task}.py").read_text()
@@ -51,6 +51,22 @@ def test_problem_set_is_kernelbench_shaped():
         ref_params = list(inspect.signature(ref.Model.__init__).parameters)
         assert [a.arg for a in init.args.args] == ref_params, task
         assert isinstance(model, ref.Model)
+
+
+def _without(sizes: dict, source: str) -> list[str]:
+    return [line for line in source.splitlines() if line.split(" = ")[0] not in sizes]
+
+
+def test_example_problems_are_read_at_the_benchmark_size():
+    from _throughput.problems import EXAMPLES, FROM_EXAMPLES
+
+    assert set(FROM_EXAMPLES) <= set(TASKS)
+    for task, (example, sizes) in FROM_EXAMPLES.items():
+        assert not (REPO / "benchmarks" / "tasks" / f"{task}.py").exists(), "one copy: the example problem"
+        text, small = bench.problem_path(task).read_text(), (EXAMPLES / example).read_text()
+        assert _without(sizes, text) == _without(sizes, small) and text != small
+        ref = _load(bench.problem_path(task), f"sized_{task}")
+        assert {name: getattr(ref, name) for name in sizes} == sizes
 
 
 def test_both_solution_sets_run_the_same_cuda_source():

@@ -1,4 +1,4 @@
-"""ReLU (benchmarks/tasks/01_relu.py): one grid-stride elementwise kernel, built with the fast path."""
+"""ReLU (examples/problems/1_relu.py): one grid-stride elementwise kernel, built with the fast path."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""Sum over dim 1 with keepdim (benchmarks/tasks/07_sum_reduction.py): 32 output columns per block, 8 row
+"""Sum over dim 1 with keepdim (examples/problems/5_sum_reduction.py): 32 output columns per block, 8 row
 slices per column reduced in shared memory (coalesced along the last dim); fast path."""
 
 import torch

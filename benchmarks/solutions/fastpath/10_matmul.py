@@ -1,4 +1,4 @@
-"""Square matmul (benchmarks/tasks/10_matmul.py): cuBLAS SGEMM (FP32 math, no TF32) from an extern "C"
+"""Square matmul (examples/problems/3_matmul.py): cuBLAS SGEMM (FP32 math, no TF32) from an extern "C"
 launcher linked against cuBLAS, built with the fast path."""
 
 import torch

@@ -293,7 +293,3 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def names_in(text: str) -> list[str]:
     return _IDENT.findall(text)
-
-
-def canon_dim(d: int, rank: int) -> int:
-    return d % rank
