@@ -181,7 +181,6 @@ class DispatchMode(TorchDispatchMode):
                         {"op": str(func), "frame": where},
                     )
 
-
     def _judge_passthrough(self, func, frame) -> None:
         """The reference's forward (inherited by ModelNew, or reached through ``super().forward``) is running:
         ModelNew passes the call through to a copy of Model (KernelBench's inheritance bypass)."""

@@ -85,6 +85,7 @@ def torch_compute(namespace: str, name: str) -> bool:
     allocation, a view or metadata, and not a solution-registered custom op."""
     return namespace in TORCH_NAMESPACES and name not in ALLOC and name not in VIEW and name not in META
 
+
 # Kernel census categories (see _census.py).
 CUSTOM, ALLOC_INIT, TORCH_KERNEL = "custom", "alloc_init", "torch"
 BLAS, DNN, CUPY_BUILTIN, INDUCTOR = "library_blas", "library_dnn", "cupy_builtin", "inductor"
