@@ -8,8 +8,12 @@
 - TorchFunctionMode sees the Python torch API. It tells Python calls (``origin='python'``) from compiled
   code (no Python torch call in progress), catches host escapes that never reach the dispatcher
   (``numpy()``, ``tolist()``, ``__array__``, printing), notices a disabled torch-function layer, and lets the
-  ``kernelbench`` policy cover the internals of an allowed composite (``F.linear``, ``nn.LSTM``).
-- The module pre-hook names a call to the reference ``Model`` (or anything the judge marks as forbidden).
+  internals of a composite a policy lists in ``allowed_ops`` count as that composite (``F.linear``).
+- The module pre-hook names a call to the reference ``Model`` (or anything the judge marks as forbidden);
+  the dispatch mode also notices the reference's forward running as an inherited base-class method of
+  ModelNew (``reference_passthrough``, see ``_passthrough``).
+- Every PyTorch compute operator it lets through is counted (``Guard.torch_ops``: the verdict's
+  ``correctness.torch_ops``).
 """
 
 from __future__ import annotations
