@@ -190,6 +190,7 @@ class RequestGuard:
         self._problem_module: Any = None
         self._problem_constants: dict[str, str] = {}
         self._may_catch: bool | None = None
+        self._reused: list[Violation] = []  # output_reused seen in trial 0, raised by after_trials
 
     def _trace_exceptions(self) -> bool:
         """The exception tracer is needed only where a candidate frame can catch an exception (see
@@ -357,16 +358,21 @@ class RequestGuard:
             raise GuardViolation(found)
 
     def check_determinism(self, outputs: Sequence[Any], tolerances: Mapping[str, Sequence[float]]) -> None:
-        """The answers of repeated calls on the same inputs, all still held: fresh storage each, and the same
-        values."""
-        found = reused_output_violations(list(outputs))
-        if found:
-            raise GuardViolation(found)
+        """The answers of repeated calls on the same inputs, all still held, must agree; whether they share
+        storage is noted here (only while all are alive can it be seen) and reported by ``after_trials``."""
+        self._reused = reused_output_violations(list(outputs))
         atol, rtol = _tolerance(outputs[0], tolerances)
         for other in outputs[1:]:
             found = determinism_violations(outputs[0], other, atol, rtol)
             if found:
                 raise GuardViolation(found)
+
+    def after_trials(self) -> None:
+        """After every trial passed: a static output buffer seen in trial 0 (``output_reused``). Reported
+        this late on purpose: a cache that returns one stored tensor is also wrong on fresh inputs, and that
+        mismatch (the trials') is the more telling verdict."""
+        if self._reused:
+            raise GuardViolation(self._reused)
 
     # -- unguarded calls ----------------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -188,6 +188,7 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
                 "messages": [*notes, message("mismatch", trial=trial, seed=seed, **mismatch)],
             }
         correctness["passed"] = trial + 1
+    _call_guard(guard.after_trials, stage="correctness")
 
     def rebuild(args: list[Any]):  # the init_args family: both models built with other constructor arguments
         ref2, new2, _ = _build_models(problem, loaded, model_new, args, s, device, guard)
