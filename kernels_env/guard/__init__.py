@@ -20,7 +20,9 @@ from ._outputs import (
     check_outputs,
     constant_output_violation,
     determinism_violations,
+    layout_notes,
     poisoned_output_violations,
+    reused_output_violations,
 )
 from ._speed import roofline_floor_s, speed_violations
 from ._state import Integrity, TorchGlobalState
@@ -42,12 +44,14 @@ __all__ = [
     "classify_kernel",
     "constant_output_violation",
     "determinism_violations",
+    "layout_notes",
     "load_guard",
     "poison_free_cuda_memory",
     "poison_tensor",
     "poisoned_count",
     "poisoned_output_violations",
     "policy_guard",
+    "reused_output_violations",
     "roofline_floor_s",
     "speed_violations",
     "thread_violations",

@@ -62,6 +62,7 @@ class KernelLaunch:
     category: str
     duration_us: float = 0.0
     launcher: str = ""  # the ATen/custom operator it was launched under, '' for the candidate's own code
+    op: str = ""  # the operator the dispatch guard judged that launched it ('' when none did)
 
 
 @dataclass
@@ -72,11 +73,21 @@ class Census:
     def counts(self) -> dict[str, int]:
         return dict(Counter(k.category for k in self.launches))
 
+    def _total_us(self) -> float:
+        return sum(k.duration_us for k in self.launches if k.category != ALLOC_INIT)
+
     def share(self, categories) -> float | None:
-        total = sum(k.duration_us for k in self.launches if k.category != ALLOC_INIT)
+        total = self._total_us()
         if total <= 0:
             return None
         return sum(k.duration_us for k in self.launches if k.category in categories) / total
+
+    def op_share(self, op: str) -> float | None:
+        """Share of the device time (same base as ``share``) of the kernels operator ``op`` launched."""
+        total = self._total_us()
+        if total <= 0:
+            return None
+        return sum(k.duration_us for k in self.launches if k.op == op and k.category != ALLOC_INIT) / total
 
     def to_dict(self) -> dict:
         return {
@@ -129,13 +140,15 @@ def _is_device(evt) -> bool:
     return dt is not None and getattr(dt, "name", str(dt)).upper().endswith("CUDA")
 
 
-def census_from_profiler(events, exclude_marker: str = "") -> Census:
-    """Build the census from ``profile.events()`` (needs CPU and CUDA activities)."""
+def census_from_profiler(events, exclude_marker: str = "", judged_marker: str = "") -> Census:
+    """Build the census from ``profile.events()`` (needs CPU and CUDA activities). ``judged_marker``: the
+    dispatch guard's scope around each operator it judged; kernels under it are attributed to that operator
+    (``KernelLaunch.op``: the name the verdict's ``torch_ops`` uses)."""
     cpu = [e for e in events if not _is_device(e)]
-    launched_by: dict[str, list[str]] = {}
+    launched_by: dict[str, list[tuple[str, str]]] = {}
     excluded: Counter[str] = Counter()
 
-    def walk(e, outer: str, internal: bool):
+    def walk(e, outer: str, internal: bool, judged: str):
         name = e.name
         internal = internal or (exclude_marker and name == exclude_marker)
         ns, _ = _op_name(name) if "::" in name else ("", "")
@@ -145,13 +158,16 @@ def census_from_profiler(events, exclude_marker: str = "") -> Census:
             if internal:
                 excluded[k.name] += 1
             else:
-                launched_by.setdefault(k.name, []).append(outer)
+                launched_by.setdefault(k.name, []).append((outer, judged))
         for c in e.cpu_children:
-            walk(c, outer, internal)
+            inner = judged
+            if judged_marker and name == judged_marker and "::" in c.name and not c.name.startswith("guard"):
+                inner = c.name.split(".")[0]  # the judged call itself: aten::addmm (no overload)
+            walk(c, outer, internal, inner)
 
     for e in cpu:
         if e.cpu_parent is None:
-            walk(e, "", False)
+            walk(e, "", False, "")
     launches = []
     for e in sorted((e for e in events if _is_device(e)), key=lambda e: e.time_range.start):
         name = e.name
@@ -161,11 +177,20 @@ def census_from_profiler(events, exclude_marker: str = "") -> Census:
             excluded[name] -= 1
             continue
         queue = launched_by.get(name)
-        launcher = queue.pop(0) if queue else ""
+        launcher, op = queue.pop(0) if queue else ("", "")
         launches.append(
-            KernelLaunch(name, classify_kernel(name, launcher), e.time_range.elapsed_us(), launcher)
+            KernelLaunch(name, classify_kernel(name, launcher), e.time_range.elapsed_us(), launcher, op)
         )
     return Census("cuda-profiler", launches)
+
+
+def torch_op_summary(counts: Counter[str], census: Census | None) -> list[dict]:
+    """The PyTorch operators that computed inside one forward, most frequent first: ``op`` (``aten::add``),
+    ``count`` (calls) and ``share`` (of the device time, from a GPU census; null on a CPU)."""
+    return [
+        {"op": op, "count": n, "share": census.op_share(op) if census is not None else None}
+        for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
 
 
 class TritonInterpreterCounter:

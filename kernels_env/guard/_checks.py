@@ -15,6 +15,7 @@ from ..rules.policies import PolicyViolation
 # Dispatch-level interception (catalogue #1, #2, #14).
 FORBIDDEN_OP = "forbidden_op"  # PyTorch compute the policy does not allow
 REFERENCE_MODEL_CALLED = "reference_model_called"  # the reference Model (or its code) ran inside ModelNew
+REFERENCE_PASSTHROUGH = "reference_passthrough"  # ModelNew runs an inherited copy of Model's forward
 HOST_ESCAPE = "host_escape"  # tensor data pulled to Python/NumPy (numpy(), tolist(), item())
 GUARD_BYPASS = "guard_bypass"  # interception disabled or popped; compute seen only by the profiler
 SWALLOWED_EXCEPTION = "swallowed_exception"  # an exception crossed candidate code and was caught there
@@ -44,8 +45,9 @@ OUTPUT_STORAGE = "output_storage"  # meta/fake/lazy tensor without real data
 OUTPUT_DEVICE = "output_device"
 OUTPUT_DTYPE = "output_dtype"
 OUTPUT_SHAPE = "output_shape"
-OUTPUT_STRIDES = "output_strides"  # overlapping/expanded memory or strides unlike the reference's
+OUTPUT_STRIDES = "output_strides"  # overlapping or expanded memory (any dense memory format is fine)
 OUTPUT_ALIASES_INPUT = "output_aliases_input"
+OUTPUT_REUSED = "output_reused"  # two calls returned the same storage: an earlier answer was overwritten
 CONSTANT_OUTPUT = "constant_output"
 # Correctness-related (catalogue #5, #11, #13, #18).
 MISMATCH = "mismatch"

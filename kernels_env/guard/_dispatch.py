@@ -8,8 +8,12 @@
 - TorchFunctionMode sees the Python torch API. It tells Python calls (``origin='python'``) from compiled
   code (no Python torch call in progress), catches host escapes that never reach the dispatcher
   (``numpy()``, ``tolist()``, ``__array__``, printing), notices a disabled torch-function layer, and lets the
-  ``kernelbench`` policy cover the internals of an allowed composite (``F.linear``, ``nn.LSTM``).
-- The module pre-hook names a call to the reference ``Model`` (or anything the judge marks as forbidden).
+  internals of a composite a policy lists in ``allowed_ops`` count as that composite (``F.linear``).
+- The module pre-hook names a call to the reference ``Model`` (or anything the judge marks as forbidden);
+  the dispatch mode also notices the reference's forward running as an inherited base-class method of
+  ModelNew (``reference_passthrough``, see ``_passthrough``).
+- Every PyTorch compute operator it lets through is counted (``Guard.torch_ops``: the verdict's
+  ``correctness.torch_ops``).
 """
 
 from __future__ import annotations
@@ -22,10 +26,19 @@ from torch.autograd.profiler import record_function
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..rules.operators import ALLOWED, FORBIDDEN, HOST_ESCAPE, POISONED_ALLOC, RAW_MEMORY
+from ..rules.operators import (
+    ALLOWED,
+    BOOKKEEPING_WRITES,
+    FORBIDDEN,
+    HOST_ESCAPE,
+    POISONED_ALLOC,
+    RAW_MEMORY,
+    torch_compute,
+)
 from . import _checks
 from ._frames import REFERENCE, RUNTIME, describe
 from ._memory import poison_tensor
+from ._passthrough import passthrough_frame
 
 if TYPE_CHECKING:
     from ._guard import Guard
@@ -146,6 +159,8 @@ class DispatchMode(TorchDispatchMode):
                 f"reference code ran inside forward ({func})",
                 {"op": str(func), "frame": where},
             )
+        if g.passthrough_codes:
+            self._judge_passthrough(func, sys._getframe(2))
         covered = (
             origin == "python" and g.rules.allowed_ops and any(n in g.rules.allowed_ops for n in g._tf_stack)
         )
@@ -159,7 +174,9 @@ class DispatchMode(TorchDispatchMode):
                 + f" [origin: {origin}]",
                 {"op": str(func), "python_api": api, "origin": origin, "frame": where},
             )
-        if g.input_storages and origin != "runtime":
+        if origin != "runtime" and torch_compute(func.namespace, name):
+            g.torch_ops[f"{func.namespace}::{name}"] += 1
+        if g.input_storages and origin != "runtime" and name not in BOOKKEEPING_WRITES:
             for value in _written_args(func, args, kwargs):
                 if isinstance(value, torch.Tensor) and _storage_key(value) in g.input_storages:
                     g.violate(
@@ -167,6 +184,20 @@ class DispatchMode(TorchDispatchMode):
                         f"{func} writes into an input tensor",
                         {"op": str(func), "frame": where},
                     )
+
+    def _judge_passthrough(self, func, frame) -> None:
+        """The reference's forward (inherited by ModelNew, or reached through ``super().forward``) is running:
+        ModelNew passes the call through to a copy of Model (KernelBench's inheritance bypass)."""
+        g = self.guard
+        found = passthrough_frame(frame, g.passthrough_codes)
+        if found is not None:
+            base = g.passthrough_codes[id(found.f_code)][1]
+            g.violate(
+                _checks.REFERENCE_PASSTHROUGH,
+                f"ModelNew runs the reference's forward (inherited from {base}, or called through super()) "
+                f"instead of its own ({func})",
+                {"op": str(func), "frame": describe(found), "base": base},
+            )
 
 
 def _storage_key(t: torch.Tensor):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,12 +23,13 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from ..rules.policies import Policy, get_policy
 from . import _checks
-from ._census import TritonInterpreterCounter, census_from_profiler, census_violations
+from ._census import TritonInterpreterCounter, census_from_profiler, census_violations, torch_op_summary
 from ._checks import GuardViolation, Violation
 from ._dispatch import DispatchMode, FunctionMode, _storage_key, module_pre_hook
 from ._frames import FrameClassifier
 from ._memory import poison_free_cuda_memory
 from ._outputs import tensors
+from ._passthrough import PassthroughCodes, passthrough_codes
 from ._state import Integrity, TorchGlobalState
 from ._threads import ThreadSnapshot, thread_violations
 from ._trace import trace_violations, unguarded_violations
@@ -141,6 +143,9 @@ class Guard:
         self.input_storages: set = set()
         self._internal = False
         self.dispatched = 0  # calls the dispatch mode judged (each leaves a marker in the trace)
+        self.torch_ops: Counter[str] = Counter()  # PyTorch compute the dispatch mode let through, by op
+        self.torch_op_summary: list[dict] = []  # ... with device-time shares, filled on exit
+        self.passthrough_codes: PassthroughCodes = {}
         self._tf_stack: list[str] = []
         self._outputs: list[torch.Tensor] = []
         self._entered = False
@@ -171,6 +176,8 @@ class Guard:
 
     # -- API
     def __call__(self, fn, *args, **kwargs):
+        with self.internal():
+            self.passthrough_codes = passthrough_codes(fn, self.forbidden_modules)
         out = fn(*args, **kwargs)
         self.watch_output(out)
         return out
@@ -321,11 +328,12 @@ class Guard:
             )
         if self.census_enabled:
             if self.cuda and events is not None:
-                self.census = census_from_profiler(events, self.internal_marker)
+                self.census = census_from_profiler(events, self.internal_marker, self.marker)
             elif self._triton is not None:
                 self.census = self._triton.census()
             if self.census is not None and exc is None:
                 self._add(census_violations(self.census, self.rules))
+        self.torch_op_summary = torch_op_summary(self.torch_ops, self.census if self.cuda else None)
         where = "during forward"
         self._add(self._state0.violations(where=where))
         self._state0.restore()

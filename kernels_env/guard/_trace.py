@@ -24,21 +24,28 @@ _DISPATCH_MODE_EVENT = "PythonDispatchMode"
 
 @functools.lru_cache(maxsize=4096)
 def _is_forwarding_composite(qualified: str) -> bool:
-    """True for CompositeImplicitAutograd ops: they only call other ops (which the trace shows)."""
+    """True for CompositeImplicitAutograd ops: they only call other ops (which the trace shows), or nothing
+    at all when they are a no-op (``x.to(x.dtype)`` returns ``x`` without dispatching ``_to_copy``).
+
+    The profiler names an op without its overload. When there is no ``default`` overload, every overload
+    the dispatcher knows must be a composite; TorchScript-only overloads (``aten::to.prim_dtype``) are not
+    dispatcher operators at all and say nothing (counting them made every no-op ``.to()`` a
+    ``guard_bypass``)."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     try:
         return bool(has(qualified, "CompositeImplicitAutograd"))
     except RuntimeError:
-        ns, _, name = qualified.partition("::")
-        packet = getattr(getattr(torch.ops, ns, None), name, None)
-        overloads = packet.overloads() if packet is not None else []
+        pass
+    ns, _, name = qualified.partition("::")
+    packet = getattr(getattr(torch.ops, ns, None), name, None)
+    known = []
+    for ov in packet.overloads() if packet is not None else []:
         try:
-            return bool(overloads) and all(
-                has(f"{qualified}.{ov}" if ov != "default" else qualified, "CompositeImplicitAutograd")
-                for ov in overloads
-            )
+            full = qualified if ov == "default" else f"{qualified}.{ov}"
+            known.append(has(full, "CompositeImplicitAutograd"))
         except RuntimeError:
-            return False
+            continue  # not a dispatcher operator (TorchScript-only): it never runs under the profiler
+    return bool(known) and all(known)
 
 
 @functools.lru_cache(maxsize=1024)

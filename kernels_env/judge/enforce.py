@@ -43,8 +43,10 @@ from ..guard import (
     check_outputs,
     constant_output_violation,
     determinism_violations,
+    layout_notes,
     load_guard,
     poisoned_output_violations,
+    reused_output_violations,
     roofline_floor_s,
     speed_violations,
     thread_violations,
@@ -53,6 +55,7 @@ from ..guard import (
 from ..guard._frames import PACKAGE_DIR, FrameClassifier
 from ..guard._watch import FORWARD, Watch
 from ..rules import policies
+from ..rules.result import message
 from .timing import copy_seconds
 
 JUDGE_DIR = PACKAGE_DIR  # the whole kernels_env package, not only judge/
@@ -179,12 +182,15 @@ class RequestGuard:
         self.protected_paths = [JUDGE_DIR]
         self.classifier = FrameClassifier(self.candidate_paths, self.reference_paths)
         self.census: dict[str, Any] | None = None
+        self._torch_ops: dict[str, dict[str, Any]] = {}
+        self.notes: list[dict[str, Any]] = []  # verdict notes (the harness shares its list here)
         self.calls = 0
         self._references: list[tuple[torch.nn.Module, list[tuple[str, torch.Tensor]]]] = []
         self._forbidden: list[Any] = []
         self._problem_module: Any = None
         self._problem_constants: dict[str, str] = {}
         self._may_catch: bool | None = None
+        self._reused: list[Violation] = []  # output_reused seen in trial 0, raised by after_trials
 
     def _trace_exceptions(self) -> bool:
         """The exception tracer is needed only where a candidate frame can catch an exception (see
@@ -297,6 +303,7 @@ class RequestGuard:
             out = g(model, *inputs)
         if g.census is not None:
             self.census = g.census.to_dict()
+        self._merge_torch_ops(g.torch_op_summary)
         found = self._reference_violations("during forward")
         now = {n: b for m, _ in self._references for n, b in m.named_buffers()}
         for name, before in buffers:
@@ -308,6 +315,23 @@ class RequestGuard:
         if found:
             raise GuardViolation(found)
         return out
+
+    def _merge_torch_ops(self, summary: list[dict[str, Any]]) -> None:
+        """Per operator, the most calls and the largest device-time share seen in any one guarded call."""
+        for entry in summary:
+            seen = self._torch_ops.setdefault(entry["op"], {"op": entry["op"], "count": 0, "share": None})
+            seen["count"] = max(seen["count"], entry["count"])
+            if entry["share"] is not None:
+                seen["share"] = max(seen["share"] or 0.0, entry["share"])
+
+    @property
+    def torch_ops(self) -> list[dict[str, Any]]:
+        """``correctness.torch_ops`` of the verdict: the PyTorch operators the candidate's forward ran."""
+        return sorted(self._torch_ops.values(), key=lambda e: (-e["count"], e["op"]))
+
+    def _note(self, text: str) -> None:
+        if not any(n.get("text") == text for n in self.notes):
+            self.notes.append(message("note", text))
 
     def check_output(
         self,
@@ -321,6 +345,9 @@ class RequestGuard:
         (``poisoned``: the call was guarded) and constant answers. Shape/structure mistakes are left to the
         value comparison (``incorrect``)."""
         found = [v for v in check_outputs(got, expected, inputs) if not _honest(v)]
+        if not found:
+            for text in layout_notes(got, expected):
+                self._note(text)
         if not found and poisoned:
             found = poisoned_output_violations(got)
         if not found:
@@ -331,11 +358,21 @@ class RequestGuard:
             raise GuardViolation(found)
 
     def check_determinism(self, outputs: Sequence[Any], tolerances: Mapping[str, Sequence[float]]) -> None:
+        """The answers of repeated calls on the same inputs, all still held, must agree; whether they share
+        storage is noted here (only while all are alive can it be seen) and reported by ``after_trials``."""
+        self._reused = reused_output_violations(list(outputs))
         atol, rtol = _tolerance(outputs[0], tolerances)
         for other in outputs[1:]:
             found = determinism_violations(outputs[0], other, atol, rtol)
             if found:
                 raise GuardViolation(found)
+
+    def after_trials(self) -> None:
+        """After every trial passed: a static output buffer seen in trial 0 (``output_reused``). Reported
+        this late on purpose: a cache that returns one stored tensor is also wrong on fresh inputs, and that
+        mismatch (the trials') is the more telling verdict."""
+        if self._reused:
+            raise GuardViolation(self._reused)
 
     # -- unguarded calls ----------------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -163,9 +163,11 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
         "families": {},
         "rechecks": [],
         "census": None,
+        "torch_ops": [],
     }
     req = JudgeRequest(problem, loaded, s, device, guard, progress, correctness)
     notes = req.notes
+    guard.notes = notes  # the guard's notes (e.g. an output in another memory format) join the verdict's
     run_new = _guarded(guard, new_model, s, device)
     run_ref = _reference(ref_model)
     for trial in range(s.num_trials):
@@ -175,6 +177,7 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
         correctness["trials_run"] = trial + 1
         mismatch = _trial(req, new_model, (run_ref, run_new), seed, trial)
         correctness["census"] = guard.census
+        correctness["torch_ops"] = guard.torch_ops
         if mismatch is not None:
             correctness.update(failed_trial=trial, mismatch=mismatch)
             return {
@@ -185,6 +188,7 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
                 "messages": [*notes, message("mismatch", trial=trial, seed=seed, **mismatch)],
             }
         correctness["passed"] = trial + 1
+    _call_guard(guard.after_trials, stage="correctness")
 
     def rebuild(args: list[Any]):  # the init_args family: both models built with other constructor arguments
         ref2, new2, _ = _build_models(problem, loaded, model_new, args, s, device, guard)
@@ -192,6 +196,7 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
 
     runners = (run_ref, run_new)
     failed = run_families(req, runners, rebuild, init_inputs)
+    correctness["torch_ops"] = guard.torch_ops  # the families' calls included
     if failed is not None:
         fam = correctness["families"][failed]
         return {

@@ -45,6 +45,9 @@ META = frozenset(
         "_record_function_exit", "requires_grad_", "retain_grad", "_nested_tensor_size",
     }
 )  # fmt: skip
+# Ops whose schema marks ``self`` as written although they change allocator or autograd bookkeeping, never
+# data: ``record_stream`` on an input (a synchronised side stream reads it) is not an input mutation.
+BOOKKEEPING_WRITES = frozenset({"record_stream", "requires_grad_", "retain_grad"})
 HOST_ESCAPE_OPS = frozenset({"_local_scalar_dense", "is_nonzero", "equal"})
 RAW_MEMORY_OPS = frozenset({"set_", "resize_", "resize_as_", "_resize_output_"})
 DATA_MOVEMENT = frozenset({"clone", "copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "to"})
@@ -68,43 +71,6 @@ CONV = frozenset(
         "conv_depthwise3d",
     }
 )  # fmt: skip
-POOL = frozenset(
-    {
-        "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
-        "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
-        "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
-        "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "mkldnn_max_pool2d",
-        "lp_pool1d", "lp_pool2d",
-    }
-)  # fmt: skip
-NORM = frozenset(
-    {
-        "batch_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-        "_native_batch_norm_legit_functional", "_batch_norm_impl_index", "_batch_norm_with_update",
-        "_batch_norm_no_update", "cudnn_batch_norm", "miopen_batch_norm", "layer_norm", "native_layer_norm",
-        "group_norm", "native_group_norm", "instance_norm", "rms_norm", "_fused_rms_norm",
-    }
-)  # fmt: skip
-ATTENTION = frozenset(
-    {
-        "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-        "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention_for_cpu",
-        "_flash_attention_forward", "_efficient_attention_forward", "_fused_sdp_choice",
-    }
-)  # fmt: skip
-RNN = frozenset(
-    {
-        "lstm", "gru", "rnn_tanh", "rnn_relu", "_cudnn_rnn", "_cudnn_rnn_flatten_weight",
-        "_use_cudnn_rnn_flatten_weight", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell",
-        "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
-    }
-)  # fmt: skip
-EMBEDDING = frozenset({"embedding", "embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"})
-# The operators KernelBench solutions typically leave in PyTorch: the library-heavy ones. Elementwise,
-# activation, reduction, softmax and loss operators must be custom kernels even under this policy.
-KERNELBENCH_FALLBACK = GEMM | CONV | POOL | NORM | ATTENTION | RNN | EMBEDDING | DATA_MOVEMENT
-
 # Namespaces that hold PyTorch's own compute (anything else is a solution-registered custom op).
 TORCH_NAMESPACES = frozenset(
     {"aten", "prims", "quantized", "_quantized", "mkldnn", "c10d", "_c10d_functional", "_dtensor",
@@ -112,6 +78,13 @@ TORCH_NAMESPACES = frozenset(
 )  # fmt: skip
 # Namespaces that are bookkeeping, never compute.
 NEUTRAL_NAMESPACES = frozenset({"profiler"})
+
+
+def torch_compute(namespace: str, name: str) -> bool:
+    """A PyTorch operator that computes or moves data (what ``torch_ops`` in a verdict lists): not an
+    allocation, a view or metadata, and not a solution-registered custom op."""
+    return namespace in TORCH_NAMESPACES and name not in ALLOC and name not in VIEW and name not in META
+
 
 # Kernel census categories (see _census.py).
 CUSTOM, ALLOC_INIT, TORCH_KERNEL = "custom", "alloc_init", "torch"

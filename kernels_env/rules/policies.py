@@ -32,7 +32,6 @@ from .operators import (
     GEMM,
     HOST_ESCAPE,
     HOST_ESCAPE_OPS,
-    KERNELBENCH_FALLBACK,
     MEMCPY_D2D,
     MEMCPY_H2D,
     META,
@@ -55,6 +54,9 @@ class Policy:
     allow_half: bool = False  # fp16/bf16 internal compute allowed for fp32 tasks
     fp32_tolerance_floor: float | None = None  # fp32 atol/rtol raised to at least this (TF32/half downgrade)
     # What the guard enforces inside ModelNew.forward:
+    # Any PyTorch compute from any origin (KernelBench's "glue"): only raw-memory adoption and host escapes
+    # stay forbidden, and the census still demands custom kernels that do the work.
+    allow_torch_glue: bool = False
     allowed_ops: frozenset[str] = frozenset()  # allowed from any origin (Python API or compiled code)
     compiled_only_ops: frozenset[str] = frozenset()  # only from compiled code, never torch.* in Python
     census_allowed: frozenset[str] = frozenset({CUSTOM, ALLOC_INIT, MEMCPY_D2D, MEMCPY_H2D})
@@ -80,7 +82,7 @@ class Policy:
             return RAW_MEMORY
         if name in HOST_ESCAPE_OPS:
             return HOST_ESCAPE
-        if name in self.allowed_ops:
+        if self.allow_torch_glue or name in self.allowed_ops:
             return ALLOWED
         if name in self.compiled_only_ops and origin != "python":
             return ALLOWED
@@ -119,13 +121,15 @@ register_policy(
 register_policy(
     Policy(
         name="kernelbench",
-        description="KernelBench-style partial replacement: the library-heavy PyTorch operators (GEMM, "
-        "convolution, pooling, normalisation, attention, RNN, embedding, copies) may stay in PyTorch; at "
-        "least one custom kernel must run; every other defence stays on; FP32 precision",
-        allowed_ops=KERNELBENCH_FALLBACK,
+        description="what KernelBench accepts, minus what the runtime checks prove to be a hack: PyTorch "
+        "glue (any PyTorch operator, from Python or compiled code) next to custom kernels that run and do "
+        "real work; try/except fallbacks and pass-throughs of the reference Model rejected; every other "
+        "defence stays on; FP32 precision",
+        allow_torch_glue=True,
         census_allowed=frozenset({CUSTOM, ALLOC_INIT, MEMCPY_D2D, MEMCPY_H2D, BLAS, DNN, TORCH_KERNEL}),
         census_work=frozenset({CUSTOM}),
-        # A decoy next to a PyTorch GEMM: custom kernels must take at least 2% of the device time (GPU only).
+        # A decoy next to PyTorch doing the work: custom kernels must take at least 2% of the device time
+        # (GPU only; on a CPU the census counts launches, not time).
         min_work_share=0.02,
     )
 )

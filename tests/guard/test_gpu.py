@@ -118,3 +118,45 @@ def test_timing_audit_sees_torch_kernels_in_unguarded_calls():
         torch.relu(x)
     checks = [v.check for v in audit.violations]
     assert _checks.FORBIDDEN_OP in checks and _checks.NO_CUSTOM_KERNEL in checks, audit.violations
+
+
+def test_record_stream_on_a_side_stream_is_allowed():
+    """A side stream reads an input; ``record_stream`` keeps the allocator from reusing the block early. The
+    streams are joined before forward returns: nothing here is a mutation or a race."""
+    x = torch.rand(1 << 16, device="cuda")
+    side = torch.cuda.Stream()
+
+    def forward():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            x.record_stream(side)
+            y = torch.relu(x)
+        torch.cuda.current_stream().wait_stream(side)
+        return y
+
+    with torch.no_grad(), policy_guard("kernelbench", inputs=[x], census=False, device="cuda") as g:
+        y = g(forward)
+    assert torch.equal(y, torch.relu(x))
+
+
+def test_torch_ops_report_their_share_of_device_time():
+    import cupy as cp
+
+    kernel = cp.RawKernel(
+        r'extern "C" __global__ void scale2(float* y, int n) {'
+        r" int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] *= 2.f; }",
+        "scale2",
+    )
+    x = torch.rand(1 << 20, device="cuda")
+
+    def forward():
+        y = x + 1  # glue
+        with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            kernel(((y.numel() + 255) // 256,), (256,), (y.data_ptr(), cp.int32(y.numel())))
+        return y
+
+    with torch.no_grad(), policy_guard("kernelbench", inputs=[x], device="cuda") as g:
+        g(forward)
+    (entry,) = g.torch_op_summary
+    assert entry["op"] == "aten::add" and entry["count"] == 1, g.torch_op_summary
+    assert 0.0 < entry["share"] < 1.0, g.torch_op_summary

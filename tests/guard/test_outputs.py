@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from kernels_env.guard import _checks, check_outputs, constant_output_violation, determinism_violations
+from kernels_env.guard import (
+    _checks,
+    check_outputs,
+    constant_output_violation,
+    determinism_violations,
+    layout_notes,
+    reused_output_violations,
+)
 
 REF = torch.rand(4, 6)
 
@@ -47,8 +54,46 @@ def test_dtype_shape_strides():
     assert only(torch.rand(4, 6, dtype=torch.float16)) == [_checks.OUTPUT_DTYPE]
     assert only(torch.rand(6, 4)) == [_checks.OUTPUT_SHAPE]
     assert only(torch.rand(6).expand(4, 6)) == [_checks.OUTPUT_STRIDES]
-    assert only(torch.rand(6, 4).t()) == [_checks.OUTPUT_STRIDES]  # transposed, unlike the reference
-    assert only(torch.rand(6, 4).t(), REF.t().contiguous().t()) == []  # ... unless the reference is too
+    assert only(torch.rand(6, 4).t(), REF.t().contiguous().t()) == []
+
+
+def test_any_dense_memory_format_is_accepted_and_noted():
+    """KernelBench compares values and shapes: a dense, non-overlapping output in another memory format
+    (channels-last, transposed) is accepted, and the stride difference is noted."""
+    ref4 = torch.rand(2, 3, 4, 5)
+    channels_last = torch.rand(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    assert not channels_last.is_contiguous()
+    assert only(channels_last, ref4) == []
+    assert only(torch.rand(6, 4).t()) == []
+    (note,) = layout_notes(channels_last, ref4)
+    assert str(channels_last.stride()) in note and str(ref4.stride()) in note
+    assert layout_notes(torch.rand(2, 3, 4, 5), ref4) == []  # same strides: nothing to note
+
+
+def test_expanded_overlapping_and_gapped_outputs_stay_rejected():
+    """What the relaxed stride rule must still refuse: one storage slot behind several elements (stride 0,
+    overlap) or elements with unwritten slots between them."""
+    base = torch.rand(64)
+    assert only(torch.rand(6).expand(4, 6)) == [_checks.OUTPUT_STRIDES]
+    assert only(torch.rand(1, 6).expand(4, 6)) == [_checks.OUTPUT_STRIDES]
+    assert only(base.as_strided((4, 6), (1, 1))) == [_checks.OUTPUT_STRIDES]  # overlapping windows
+    assert only(base.as_strided((4, 6), (6, 2))) == [_checks.OUTPUT_STRIDES]  # rows overlap at stride 2
+    assert only(torch.rand(4, 12)[:, ::2]) == [_checks.OUTPUT_STRIDES]  # gaps
+    channels_last = torch.rand(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    expanded = channels_last[:, :1].expand(2, 3, 4, 5)
+    assert only(expanded, torch.rand(2, 3, 4, 5)) == [_checks.OUTPUT_STRIDES]
+
+
+def test_two_calls_returning_one_storage_are_caught():
+    """A static output buffer (a replayed CUDA graph's, one kept from __init__): the second answer
+    overwrote the first one the caller still holds."""
+    static = torch.rand(4, 6)
+    found = reused_output_violations([static, static, static])
+    assert [v.check for v in found] == [_checks.OUTPUT_REUSED]
+    assert found[0].evidence["calls"] == [1, 2]
+    assert reused_output_violations([(static[:2], static[2:])]) == []  # one call: views of one buffer
+    assert reused_output_violations([torch.rand(4, 6), torch.rand(4, 6), torch.rand(4, 6)]) == []
+    assert reused_output_violations([(torch.rand(2), static), (torch.rand(2), static[1:])]) != []
 
 
 def test_aliasing_an_input():

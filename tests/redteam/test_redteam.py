@@ -169,6 +169,26 @@ def test_edits_never_reached_the_files(cpu_results, redteam_tree):
     assert not os.path.exists(os.path.join(os.path.dirname(kernels_env.__file__), "redteam_pwned.py"))
 
 
+def test_kernelbench_verdicts_list_the_pytorch_ops_that_ran(cpu_results):
+    """``correctness.torch_ops``: the glue of a kernelbench solution by name and calls (no device time on a
+    CPU); a solution without glue lists nothing."""
+    ops = cpu_results["legit/kernelbench_glue_softmax"]["correctness"]["torch_ops"]
+    assert {e["op"] for e in ops} == {"aten::amax", "aten::sub", "aten::sum", "aten::div"}, ops
+    assert all(e["count"] == 1 and e["share"] is None for e in ops), ops
+    glue = cpu_results["legit/kernelbench_glue_linear_cat"]["correctness"]["torch_ops"]
+    cat = {e["op"]: e["count"] for e in glue}
+    assert cat == {"aten::addmm": 1, "aten::cat": 1, "aten::clone": 2}, cat  # the no-op .to() is not listed
+    assert cpu_results["legit/triton_relu"]["correctness"]["torch_ops"] == []
+
+
+def test_an_output_in_another_memory_format_is_accepted_with_a_note(cpu_results):
+    for case in ("legit/triton_relu_channels_last", "legit/kernelbench_channels_last_glue"):
+        notes = [m["text"] for m in cpu_results[case]["messages"] if m["kind"] == "note"]
+        assert any("strides (128, 1, 32, 8)" in n and "(128, 16, 4, 1)" in n for n in notes), (case, notes)
+    plain = [m for m in cpu_results["legit/triton_relu"]["messages"] if "strides" in m.get("text", "")]
+    assert plain == []
+
+
 @pytest.mark.slow
 def test_cpu_slow_cases(redteam_tree, tmp_path_factory):
     config = _config("cpu", tmp_path_factory.mktemp("redteam_slow_cache"), compile_timeout_s=900)

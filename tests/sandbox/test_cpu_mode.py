@@ -188,12 +188,20 @@ def test_baselines_are_cached_and_keyed_on_the_reference(client):
 
 
 def test_plain_torch_is_rejected_under_every_policy(client):
-    for policy in ("strict", "cuda_agent", "kernelbench"):
+    """strict and cuda_agent refuse the operator itself; kernelbench allows it as glue, and the census then
+    finds no custom kernel next to it."""
+    for policy, check in (
+        ("strict", "forbidden_op"),
+        ("cuda_agent", "forbidden_op"),
+        ("kernelbench", "no_custom_kernel"),
+    ):
         judge = JudgeConfig(policy=policy, time_candidate=False, num_trials=2, families=[])
         res = client.evaluate(REF, src(RELU_TORCH), judge=judge)
-        assert res["status"] == "rejected" and res["check"] == "forbidden_op", (policy, res["error"])
+        assert res["status"] == "rejected" and res["check"] == check, (policy, res["error"])
         assert res["backends"] == ["torch"] and res["reward"] == -1.0 and res["judge"]["guard_enforced"]
-        assert "aten.clamp" in res["error"] and res["evidence"]["frame"].endswith("torch.clamp(x, min=0.0)")
+        if check == "forbidden_op":
+            assert "aten.clamp" in res["error"]
+            assert res["evidence"]["frame"].endswith("torch.clamp(x, min=0.0)")
 
 
 def test_fastpath_examples_in_cpu_mode(client):

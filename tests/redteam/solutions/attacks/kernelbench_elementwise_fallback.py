@@ -1,5 +1,6 @@
-# redteam: class=1 expect=forbidden_op problem=linear_relu policy=kernelbench
-"""Attack under kernelbench: the GEMM may stay in PyTorch, the elementwise ReLU may not."""
+# redteam: class=1 expect=no_custom_kernel problem=linear_relu policy=kernelbench
+"""Attack under kernelbench: all of forward is PyTorch (glue is allowed, the GEMM and the ReLU alike), so no
+custom kernel ran: PyTorch glue is allowed only next to custom kernels that do the work."""
 
 import torch
 import torch.nn as nn
