@@ -1,7 +1,8 @@
 """The sandbox's processes for one client: one run worker per GPU (or one CPU run worker), CPU compile
 workers, optional standby run workers, a private temp directory and the threads requests run on.
 
-Started on first use, in parallel; ``close`` stops everything and removes the temp directory.
+Started on first use, in parallel; ``close`` stops everything and removes the temp directory. ``make_fleet``
+picks the backend: this one (processes on this machine) or ``ray_fleet.RayFleet`` (Ray actors on a cluster).
 """
 
 from __future__ import annotations

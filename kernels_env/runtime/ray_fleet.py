@@ -93,7 +93,7 @@ class RayFleet(Fleet):
         self.device = resolve_device(cfg.device, gpus)
         run_env, compile_env = self.worker_envs()
         remote = ray.remote(SandboxActor)
-        prefix = f"kernels_env-{uuid.uuid4().hex[:8]}"  # actor names: unique per client, readable in `ray list`
+        prefix = f"kernels_env-{uuid.uuid4().hex[:8]}"  # unique per client, readable in `ray list actors`
         base: dict[str, Any] = {
             "client_tmp": str(self.tmp),
             "client_cache": str(self.cache_dir),
