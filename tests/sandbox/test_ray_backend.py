@@ -191,3 +191,19 @@ def test_ray_is_imported_only_by_the_ray_backend():
     assert json.loads(out.stdout.strip().splitlines()[-1]) is False
     with pytest.raises(ValueError, match="unknown sandbox backend"):
         SandboxClient(cpu_config(Path("/tmp"), backend="slurm"))
+
+
+def test_device_and_run_actors_follow_the_cluster_resources():
+    from kernels_env.runtime.ray_fleet import resolve_device, run_actor_count
+    from kernels_env.runtime.supervisor import SandboxError
+
+    assert resolve_device("auto", 0) == "cpu" and resolve_device("auto", 4) == "cuda"
+    assert resolve_device("cpu", 4) == "cpu"
+    with pytest.raises(SandboxError, match="no GPU resources"):
+        resolve_device("cuda", 0)
+    cfg = cpu_config(Path("/tmp"), backend="ray")
+    assert run_actor_count(cfg, "cuda", 8) == 8 and run_actor_count(cfg, "cpu", 0) == 1
+    cfg.num_gpu_workers = 2
+    assert run_actor_count(cfg, "cuda", 8) == 2
+    cfg.ray_run_actors = 16  # never more run actors than GPUs: they would share a GPU and its timings
+    assert run_actor_count(cfg, "cuda", 8) == 8 and run_actor_count(cfg, "cpu", 0) == 16
