@@ -12,13 +12,15 @@ against reward hacks. Callers speak to it only through ``client`` (``SandboxClie
     guard/                  the reward-hack defences the judge wraps around every candidate call
     fastpath/               building CUDA without torch headers (nvcc -> ctypes, NVRTC -> CuPy), cached
     tools/                  the agent's diagnostic tools: compile, profile (ncu), sanitize, roofline
-    runtime/                worker processes: supervisor and pool on the caller's side, the worker main loop
+    runtime/                worker processes: supervisor and pool on the caller's side, the worker main loop;
+                            the Ray backend (ray_fleet, ray_pool, ray_actor: workers as actors on a cluster)
     host/                   the machine: CUDA toolkit discovery, environment capture, disk cache, processes
     reports/                many verdicts: batch runs, KernelBench-style summaries, the degenerate-task audit
     cli/                    ``python -m kernels_env evaluate|batch|baseline|compile|profile|...``
 
 Layering (``tests/test_boundaries.py``): rules <- host <- fastpath, guard <- judge <- tools <- runtime <-
 client, session <- reports <- cli; each imports only what stands to its left.
-May import: the standard library, torch, numpy, cupy, triton, psutil, tqdm/rich.
+May import: the standard library, torch, numpy, cupy, triton, psutil, tqdm/rich; ray (lazily, only when
+the Ray backend starts, so ``import kernels_env`` never loads it).
 Must never import: jax, flax, optax, orbax, ``models``, ``research``, ``experiments``, hydra, omegaconf.
 """

@@ -31,7 +31,7 @@ from .rules.protocols import resolve
 from .rules.result import INCORRECT, NO_VERDICT, RUNTIME_ERROR, message
 from .rules.rewards import REWARDS, get_reward
 from .rules.summary import summarize
-from .runtime.fleet import Fleet
+from .runtime.fleet import make_fleet
 from .runtime.supervisor import BrokenReference, SandboxError, WorkerFailure
 
 # The config dataclasses, the reward registry, the statuses that carry no verdict on the candidate and the
@@ -63,7 +63,7 @@ class SandboxClient:
         self.config = config or SandboxConfig()
         self.default_judge = judge or JudgeConfig()
         self.cache_dir = Path(os.path.expanduser(self.config.cache_dir)).resolve()
-        self._fleet = Fleet(self.config, self.cache_dir, self._cache_env())
+        self._fleet = make_fleet(self.config, self.cache_dir, self._cache_env())  # config.backend
         self._lock = threading.Lock()
         self._baseline_locks: dict[tuple, threading.Lock] = {}
         self._baselines: dict[tuple, dict[str, Any]] = {}

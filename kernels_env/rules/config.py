@@ -21,6 +21,13 @@ class SandboxConfig:
     cuda_arch: str = "auto"  # auto: the GPU's compute capability (CPU mode: 9.0), else e.g. "9.0"
     max_requests_per_worker: int = 500  # recycle a run worker after this many requests (0: never)
     standby_run_workers: bool = True  # a started twin per run worker replaces it at once after a crash
+    # Where the workers run: "local" (processes on this machine) or "ray" (one Ray actor per run worker and
+    # per compile worker, placed by GPU/CPU resources on a Ray cluster; docs/sandbox.md, "Ray cluster").
+    backend: str = "local"
+    ray_address: str | None = None  # None: an initialised Ray, else $RAY_ADDRESS, else start a local Ray
+    ray_namespace: str = "kernels_env"
+    ray_run_actors: int = 0  # 0: num_gpu_workers, else one per GPU of the cluster (CPU mode: one)
+    ray_cpus_per_actor: float = 1.0  # CPU resource each actor reserves (GPU run actors also take one GPU)
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """The sandbox's processes for one client: one run worker per GPU (or one CPU run worker), CPU compile
 workers, optional standby run workers, a private temp directory and the threads requests run on.
 
-Started on first use, in parallel; ``close`` stops everything and removes the temp directory.
+Started on first use, in parallel; ``close`` stops everything and removes the temp directory. ``make_fleet``
+picks the backend: this one (processes on this machine) or ``ray_fleet.RayFleet`` (Ray actors on a cluster).
 """
 
 from __future__ import annotations
@@ -34,33 +35,14 @@ class Fleet:
         return self.run is not None
 
     def start(self) -> None:
-        cfg = self.config
-        self.device, gpus = devices.resolve(cfg.device)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix="kernels_env-"))
         atexit.register(self.close)
-        limit = int(cfg.memory_limit_gb * 2**30)
-        common = {"TRITON_CACHE_DIR": str(self.cache_dir / "triton"), **self.cache_env}
-        if self.device == "cuda":
-            # at most one run worker per GPU: two would disturb each other's timings
-            count = min(cfg.num_gpu_workers or len(gpus), len(gpus))
-            run_envs = [{**common, "CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(count)]
-        else:
-            run_envs = [{**common, "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}]
-        run_envs = [{**env, "KERNELS_ENV_BUILD_ONLY": "0"} for env in run_envs]
-        compile_env = {**common, "CUDA_VISIBLE_DEVICES": "", "KERNELS_ENV_BUILD_ONLY": "1"}
-
-        def worker(role: str, device: str, env: dict[str, str], name: str) -> Worker:
-            return Worker(role, device, env, self.tmp, name, limit, cfg.startup_timeout_s)
-
-        runs = [worker("run", self.device, env, f"run{i}") for i, env in enumerate(run_envs)]
-        compiles = [
-            worker("compile", "cpu", compile_env, f"compile{i}")
-            for i in range(max(1, cfg.num_compile_workers))
-        ]
-        standbys = [worker("run", self.device, env, f"run{i}-standby") for i, env in enumerate(run_envs)]
-        self.run = WorkerPool(runs, cfg.max_requests_per_worker, standbys if cfg.standby_run_workers else [])
-        self.compile = WorkerPool(compiles)
+        try:
+            self.run, self.compile = self._pools()
+        except BaseException:
+            self.close()
+            raise
         failures: list[BaseException] = []
 
         def boot(pool: WorkerPool) -> None:
@@ -78,8 +60,41 @@ class Fleet:
             self.close()
             raise failures[0]
         self.cuda_arch = self._arch()
-        workers = len(runs) + len(compiles) + 2
+        workers = len(self.run.workers) + len(self.compile.workers) + 2
         self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="kernels_env")
+
+    def _pools(self) -> tuple[WorkerPool, WorkerPool]:
+        """The run and compile pools, not started yet; sets ``device``."""
+        cfg = self.config
+        self.device, gpus = devices.resolve(cfg.device)
+        limit = int(cfg.memory_limit_gb * 2**30)
+        run_env, compile_env = self.worker_envs()
+        if self.device == "cuda":
+            # at most one run worker per GPU: two would disturb each other's timings
+            count = min(cfg.num_gpu_workers or len(gpus), len(gpus))
+            run_envs = [{**run_env, "CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(count)]
+        else:
+            run_envs = [run_env]
+
+        def worker(role: str, device: str, env: dict[str, str], name: str) -> Worker:
+            return Worker(role, device, env, self.tmp, name, limit, cfg.startup_timeout_s)
+
+        runs = [worker("run", self.device, env, f"run{i}") for i, env in enumerate(run_envs)]
+        compiles = [
+            worker("compile", "cpu", compile_env, f"compile{i}")
+            for i in range(max(1, cfg.num_compile_workers))
+        ]
+        standbys = [worker("run", self.device, env, f"run{i}-standby") for i, env in enumerate(run_envs)]
+        run = WorkerPool(runs, cfg.max_requests_per_worker, standbys if cfg.standby_run_workers else [])
+        return run, WorkerPool(compiles)
+
+    def worker_envs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(run worker, compile worker) environments; a CUDA run worker gets its GPU on top of its own."""
+        common = {"TRITON_CACHE_DIR": str(self.cache_dir / "triton"), **self.cache_env}
+        run = {**common, "KERNELS_ENV_BUILD_ONLY": "0"}
+        if self.device != "cuda":
+            run.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
+        return run, {**common, "CUDA_VISIBLE_DEVICES": "", "KERNELS_ENV_BUILD_ONLY": "1"}
 
     def _arch(self) -> str:
         if self.config.cuda_arch != "auto":
@@ -105,3 +120,14 @@ class Fleet:
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
+
+
+def make_fleet(config: SandboxConfig, cache_dir: Path, cache_env: dict[str, str]) -> Fleet:
+    """The fleet of ``config.backend``: worker processes on this machine, or Ray actors on a cluster."""
+    if config.backend == "ray":
+        from .ray_fleet import RayFleet  # imports Ray: only for this backend, so the sandbox stays light
+
+        return RayFleet(config, cache_dir, cache_env)
+    if config.backend != "local":
+        raise ValueError(f"unknown sandbox backend {config.backend!r}; use 'local' or 'ray'")
+    return Fleet(config, cache_dir, cache_env)
