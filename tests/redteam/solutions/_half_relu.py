@@ -1,4 +1,4 @@
-"""The wrong answer the reply-forging attacks compute (a helper module of their workspaces): a custom kernel,
+"""The wrong answer several attacks compute (a helper module of their workspaces): a custom kernel,
 so the verdict is about the answer, whose result is half the ReLU of non-negative inputs."""
 
 import torch
