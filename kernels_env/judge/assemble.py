@@ -94,7 +94,7 @@ def verdict(
         request_id=request_id,
         error=None if report.get("error") is None else _text(report["error"]),
         messages=_messages(report.get("messages")),
-        check=None if report.get("check") is None else _text(report["check"]),
+        check=_check(report),
         evidence=report.get("evidence"),
     )
     backends = report.get("backends")
@@ -110,6 +110,15 @@ def _text(value: Any, limit: int = 4000) -> str:
     """A field as text: strings as they are, anything else by its repr (cut at ``limit``)."""
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check(report: dict[str, Any]) -> str | None:
+    """The failed check's name; a rejection that names none is still a rejection (the failure reward: the
+    compile child's word may be a candidate's), of the ``unnamed`` check."""
+    check = report.get("check")
+    if report["status"] == REJECTED and not check:
+        return "unnamed"
+    return None if check is None else _text(check)
 
 
 def _stage(value: Any) -> str:
@@ -183,7 +192,11 @@ def _ms(value: Any) -> float | None:
     """A measured time: a finite non-negative number, else unknown (None)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond any float is no time either
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def forged(stage: str, error: str, evidence: dict | None = None) -> dict[str, Any]:

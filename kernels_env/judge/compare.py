@@ -44,16 +44,20 @@ def compare(
 def _compare_sequence(expected, got, tolerances, where: str) -> dict | None:
     if not isinstance(got, list | tuple):
         return _diff(where, "type", f"expected a {type(expected).__name__}, got {_kind(got)}")
-    # The base class's iterator: a subclass's __len__ / __iter__ (named tuples are fine) could be the
-    # candidate's code.
-    items = list(list.__iter__(got) if isinstance(got, list) else tuple.__iter__(got))
-    if len(items) != len(expected):
-        return _diff(where, "structure", f"expected {len(expected)} outputs, got {len(items)}")
-    for i, (e, g) in enumerate(zip(expected, items)):
+    want, items = _items(expected), _items(got)
+    if len(items) != len(want):
+        return _diff(where, "structure", f"expected {len(want)} outputs, got {len(items)}")
+    for i, (e, g) in enumerate(zip(want, items)):
         bad = compare(e, g, tolerances, f"{where}[{i}]")
         if bad:
             return bad
     return None
+
+
+def _items(value: list | tuple) -> list:
+    """The elements by the base class's iterator: a subclass's ``__len__`` / ``__iter__`` could be the
+    candidate's code (named tuples and torch's return types are tuples like any other)."""
+    return list(list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value))
 
 
 def _compare_mapping(expected: Mapping, got, tolerances, where: str) -> dict | None:
@@ -212,7 +216,7 @@ def max_errors(expected: Any, got: Any) -> tuple[float, float]:
         rel = torch.where(finite, diff / e.abs().clamp_min(torch.finfo(work).tiny), torch.zeros_like(e))
         return float(diff.max().item()), float(rel.max().item())
     if isinstance(expected, list | tuple) and isinstance(got, list | tuple):
-        pairs = [max_errors(e, g) for e, g in zip(expected, got)]
+        pairs = [max_errors(e, g) for e, g in zip(_items(expected), _items(got))]
         return (max((p[0] for p in pairs), default=0.0), max((p[1] for p in pairs), default=0.0))
     return 0.0, 0.0
 

@@ -17,6 +17,7 @@ def read_source(value: str | os.PathLike | Source, what: str, allow_workspace: b
     if isinstance(value, Source):
         return value
     looks_like_path = isinstance(value, os.PathLike) or ("\n" not in value and len(value) < 4096)
+    looks_like_path = looks_like_path and bool(str(value).strip())  # "" is an empty source, not the cwd
     if looks_like_path:
         path = Path(value).expanduser()
         if path.is_dir():
