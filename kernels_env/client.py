@@ -30,7 +30,7 @@ from .judge.sources import display_stem, read_source, source_hash
 from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
 from .rules.protocols import resolve
-from .rules.result import JUDGE_ERROR, REFERENCE_ERROR, RUNTIME_ERROR, message
+from .rules.result import JUDGE_ERROR, REFERENCE_ERROR, RUNTIME_ERROR, message, new_result
 from .runtime.fleet import Fleet
 from .runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
 
@@ -200,13 +200,22 @@ class SandboxClient:
         return result
 
     def _fallback(self, report: dict[str, Any], settings: dict[str, Any], names: dict[str, str], rid: str):
+        """The judge_error verdict built from the schema alone: the assembly steps may be what failed."""
         try:
             environment = self.environment
         except Exception:  # noqa: BLE001 - the verdict of a failure must not fail in turn
             environment = {}
-        result = assemble.verdict(report, settings, names, rid, environment)
-        assemble.add_reward(result, settings["reward"])
-        return result
+        result = new_result(
+            status=JUDGE_ERROR,
+            stage=report["stage"],
+            problem=names["problem"],
+            solution=names["solution"],
+            request_id=rid,
+            error=report["error"],
+            messages=report["messages"],
+        )
+        result.update(environment=environment, judge=dict(settings), reward_fn=settings.get("reward"))
+        return result  # reward None: a judge error says nothing about the candidate
 
     def _judge(self, ref, sol, settings, names, request_id: str, durations: dict[str, float]) -> dict:
         workdir = self._fleet.tmp / f"req-{request_id}"

@@ -27,7 +27,7 @@ from kernels_env.rules.result import JUDGE_ERROR, STATUSES, validate
 TOL = {"float32": [1e-4, 1e-4], "float64": [1e-4, 1e-4], "float16": [1e-2, 1e-2], "bfloat16": [1e-2, 1e-2]}
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-SPECIAL = [0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 3.0e38, -3.0e38, 1e-45, 1e308, -1e308, 65504.0]
+SPECIAL = [0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 3.0e38, -3.0e38, 1e-45, 1e308, -1e308, 65504]
 DTYPES = [
     torch.float32,
     torch.float64,
@@ -78,8 +78,14 @@ class BadList(list):
         raise RuntimeError("iter")
 
 
-ODD_OBJECTS = [Hostile, lambda: BadFloat(1.0), lambda: BadList([1]), lambda: np.zeros(3), lambda: np.float64(1),
-               lambda: np.int64(3)]  # fmt: skip
+ODD_OBJECTS = [
+    Hostile,
+    lambda: BadFloat(1.0),
+    lambda: BadList([1]),
+    lambda: np.zeros(3),
+    lambda: np.float64(1),
+    lambda: np.int64(3),
+]
 
 
 @st.composite
@@ -211,7 +217,9 @@ json_scalars = st.one_of(
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
     max_leaves=5,
 )
 scalars = json_values  # below: reports, timings and baselines as the client receives them
@@ -252,7 +260,8 @@ bases = st.fixed_dictionaries(
 @given(reports, candidates, bases, st.sampled_from(["cuda_agent", "binary", "speedup", "log_speedup"]))
 def test_verdict_building_never_raises(report, candidate, base, reward):
     settings_ = {"protocol": "kernelbench", "reward": reward}
-    result = assemble.verdict(report, settings_, {"problem": "p", "solution": "s.py"}, "id1", {"device": "cpu"})
+    names = {"problem": "p", "solution": "s.py"}
+    result = assemble.verdict(report, settings_, names, "id1", {"device": "cpu"})
     assemble.add_timings(result, candidate, base)
     assemble.add_reward(result, reward)
     validate(result)
