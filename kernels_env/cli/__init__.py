@@ -35,13 +35,13 @@ def main(argv: list[str] | None = None) -> int:
         modules[name] = module
         module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
     args = parser.parse_args(argv)
-    from ..runtime.supervisor import SandboxError
+    from ..runtime.supervisor import BrokenReference, SandboxError
 
     try:
         return modules[args.command].run(args)
     except KeyboardInterrupt:
         return 130
-    except (OSError, ValueError) as exc:  # the user's input (files, settings): one line, no traceback
+    except (OSError, ValueError, BrokenReference) as exc:  # the user's input: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except SandboxError as exc:

@@ -119,6 +119,8 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
             record.update(v.payload)
         except ProblemError as exc:
             record["problem_error"] = str(exc)
+        except PolicyViolation as exc:  # a guard check outside a wrapper: still the candidate's rejection
+            record.update(rejected(exc, record["stage"]).payload)
         except Exception as exc:  # escaped every candidate/reference wrapper: whose it is, by its traceback
             record.update(unexpected(exc, record["stage"], workdir / "solution", workdir / "reference"))
         finally:
