@@ -19,20 +19,30 @@ import os
 import shutil
 import threading
 import time
+import traceback
 import uuid
 from pathlib import Path
 from typing import Any
 
 from .judge import assemble
+from .judge.diagnostics import exception_line, truncate
 from .judge.sources import display_stem, read_source, source_hash
 from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
 from .rules.protocols import resolve
-from .rules.result import INCORRECT, NO_VERDICT, RUNTIME_ERROR, message
+from .rules.result import (
+    INCORRECT,
+    JUDGE_ERROR,
+    NO_VERDICT,
+    REFERENCE_ERROR,
+    RUNTIME_ERROR,
+    message,
+    new_result,
+)
 from .rules.rewards import REWARDS, get_reward
 from .rules.summary import summarize
 from .runtime.fleet import make_fleet
-from .runtime.supervisor import BrokenReference, SandboxError, WorkerFailure
+from .runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
 
 # The config dataclasses, the reward registry, the statuses that carry no verdict on the candidate and the
 # KernelBench-style summary of many verdicts are part of the client API (research may import only the
@@ -99,7 +109,12 @@ class SandboxClient:
 
     # public API ------------------------------------------------------------------------------------------
     def evaluate(self, reference: Any, solution: Any, judge: JudgeConfig | None = None, **names: str) -> dict:
-        """Judge a solution (path, source text or workspace directory) against a reference: the result."""
+        """Judge a solution (path, source text or workspace directory) against a reference: the result.
+
+        Every request ends in a verdict, also when the reference is broken (``reference_error``) or the
+        judge fails (``judge_error``, with its traceback); both without a reward. Raises only for input the
+        caller gave (``FileNotFoundError``, or ``ValueError`` naming a file that is not UTF-8 text or
+        cannot be read; bad settings) and ``SandboxError`` when the sandbox cannot work at all."""
         return self.submit(reference, solution, judge, **names).result()
 
     def submit(
@@ -196,16 +211,47 @@ class SandboxClient:
         }
 
     def _evaluate(self, ref: Source, sol: Source, settings: dict[str, Any], names: dict[str, str]) -> dict:
+        """The verdict of one request. Only ``SandboxError`` (the sandbox cannot work) escapes: anything else
+        that goes wrong on this side is the judge's failure, a ``judge_error`` verdict."""
         started = time.perf_counter()
         request_id = uuid.uuid4().hex[:12]
-        workdir = self._fleet.tmp / f"req-{request_id}"
         durations: dict[str, float] = {}
+        try:
+            result = self._judge(ref, sol, settings, names, request_id, durations)
+        except JudgeFailure as exc:
+            result = self._fallback(assemble.judge_error("done", str(exc)), settings, names, request_id)
+        except SandboxError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the client's own failure while assembling the verdict
+            report = assemble.judge_error("done", exception_line(exc), truncate(traceback.format_exc()))
+            result = self._fallback(report, settings, names, request_id)
+        durations["total"] = round(time.perf_counter() - started, 3)
+        result["durations_s"] = durations
+        return result
+
+    def _fallback(self, report: dict[str, Any], settings: dict[str, Any], names: dict[str, str], rid: str):
+        """The judge_error verdict built from the schema alone: the assembly steps may be what failed."""
+        try:
+            environment = self.environment
+        except Exception:  # noqa: BLE001 - the verdict of a failure must not fail in turn
+            environment = {}
+        result = new_result(
+            status=JUDGE_ERROR,
+            stage=report["stage"],
+            problem=names["problem"],
+            solution=names["solution"],
+            request_id=rid,
+            error=report["error"],
+            messages=report["messages"],
+        )
+        result.update(environment=environment, judge=dict(settings), reward_fn=settings.get("reward"))
+        return result  # reward None: a judge error says nothing about the candidate
+
+    def _judge(self, ref, sol, settings, names, request_id: str, durations: dict[str, float]) -> dict:
+        workdir = self._fleet.tmp / f"req-{request_id}"
         env = self._request_env(sol)
         try:
-            report = self._compile_stage(request_id, ref, sol, workdir, env, durations)
-            if report.get("status") not in assemble.COMPILE_STATUSES:
-                status = report.get("status")
-                report = assemble.forged("compile", f"the compile stage reported status {status!r}")
+            report = _screen_compile(self._compile_stage(request_id, ref, sol, workdir, env, durations))
             if report.get("status") == "ok" and not (self.device == "cpu" and report.get("needs_cuda")):
                 report = {
                     **self._run_stage(request_id, ref, sol, workdir, env, settings, durations),
@@ -216,23 +262,32 @@ class SandboxClient:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         if report.get("problem_error"):
-            raise BrokenReference(f"{names['problem']}: {report['problem_error']}")
+            report = assemble.reference_error(report.get("stage", "load"), str(report["problem_error"]))
         result = assemble.verdict(report, settings, names, request_id, self.environment)
         candidate = (report.get("timings") or {}).get("candidate")
         if candidate is not None:
             t0 = time.perf_counter()
-            base = self._get_baselines(ref, settings)
+            try:
+                assemble.add_timings(result, candidate, self._get_baselines(ref, settings))
+            except (BrokenReference, JudgeFailure) as exc:  # judged, but no baseline: no speedup exists
+                status = REFERENCE_ERROR if isinstance(exc, BrokenReference) else JUDGE_ERROR
+                result.update(status=status, stage="timing", error=str(exc))
+                note = "the candidate was judged; its baselines failed: no speedup and no reward"
+                result["messages"].append(message("note", note))
             durations["baselines"] = round(time.perf_counter() - t0, 3)
-            assemble.add_timings(result, candidate, base)
         assemble.add_reward(result, settings["reward"])
-        durations["total"] = round(time.perf_counter() - started, 3)
-        result["durations_s"] = durations
         return result
 
     def _compile_stage(self, request_id, ref, sol, workdir, env, durations) -> dict[str, Any]:
         timeout = self.config.compile_timeout_s
         request = CompileRequest(
-            id=request_id, reference=ref, solution=sol, workdir=str(workdir), timeout_s=timeout, env=env
+            id=request_id,
+            reference=ref,
+            solution=sol,
+            workdir=str(workdir),
+            timeout_s=timeout,
+            env=env,
+            import_timeout_s=min(self.config.import_timeout_s, timeout),
         )
         waited = time.perf_counter()
         with self._fleet.compile.acquire() as worker:
@@ -260,10 +315,13 @@ class SandboxClient:
             finally:
                 durations["run"] = round(time.perf_counter() - started, 3)
         payload = reply.payload
+        if not isinstance(payload, dict):
+            return assemble.judge_error("load", f"the run worker replied with a {type(payload).__name__}")
         if isinstance(payload.get("phases_s"), dict):
             durations["run_phases"] = payload.pop("phases_s")
-        if payload.get("harness_error"):
-            raise SandboxError(f"the run worker failed on its own: {payload['harness_error']}")
+        if payload.get("harness_error"):  # an exception in the worker outside the harness's own handling
+            trace = str(payload["harness_error"])
+            return assemble.judge_error("load", trace.strip().splitlines()[-1][:500], trace)
         if reply.fatal and not payload.get("device_error"):
             payload.setdefault("messages", []).append(
                 message("note", "the candidate tampered with the worker process; the worker was replaced")
@@ -301,17 +359,33 @@ class SandboxClient:
             try:
                 with self._fleet.run.acquire() as worker:
                     reply = worker.call(request, self.config.baseline_timeout_s)
-            except WorkerFailure as exc:
-                raise SandboxError(
-                    f"baselines of {ref.name}: {exc.detail} (stage {exc.stage})\n{exc.log_tail}"
-                ) from None
+            except WorkerFailure as exc:  # only the reference ran: a hang or crash while timing it is its own
+                if exc.kind in ("protocol", "forgery"):
+                    raise JudgeFailure(f"baselines of {ref.name}: {exc.detail}") from None
+                what = f"reference {ref.name}: {exc.detail} while its baselines were timed"
+                raise BrokenReference(what) from None
             finally:
                 shutil.rmtree(self._fleet.tmp / f"base-{request_id}", ignore_errors=True)
             payload = reply.payload
-            if payload.get("problem_error") or payload.get("harness_error"):
-                raise SandboxError(
-                    f"baselines of {ref.name}: {payload.get('problem_error') or payload['harness_error']}"
-                )
-            out = {"baselines": payload["baselines"], "comparable": payload["comparable"]}
+            if payload.get("problem_error"):
+                raise BrokenReference(f"baselines of {ref.name}: {payload['problem_error']}")
+            if payload.get("harness_error") or not isinstance(payload.get("baselines"), dict):
+                detail = str(payload.get("harness_error") or "a reply without baselines").strip()
+                raise JudgeFailure(f"baselines of {ref.name}: the judge failed: {detail.splitlines()[-1]}")
+            out = {"baselines": payload["baselines"], "comparable": payload.get("comparable") is True}
             self._baselines[key] = out
             return out
+
+
+def _screen_compile(report: Any) -> dict[str, Any]:
+    """The compile stage's report, what is not the candidate's doing first: a broken reference or the judge's
+    own failure (both reported before candidate code ran), then a status it may not report (forged)."""
+    if not isinstance(report, dict):
+        return assemble.judge_error("compile", f"the compile worker replied with a {type(report).__name__}")
+    if report.get("problem_error"):
+        return {"problem_error": report["problem_error"], "stage": "compile"}
+    if report.get("judge_error"):
+        return assemble.judge_error("compile", str(report["judge_error"]), str(report.get("traceback", "")))
+    if report.get("status") not in assemble.COMPILE_STATUSES:
+        return assemble.forged("compile", f"the compile stage reported status {report.get('status')!r}")
+    return report

@@ -2,8 +2,10 @@
 
 A subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
 Adding one is one line in ``COMMANDS`` plus its module.
-Exit codes: 0 success (evaluate: the verdict is ``correct``), 1 a verdict other than correct, 2 a usage or
-input error, 3 the sandbox itself failed, 130 interrupted.
+Exit codes: 0 success (evaluate: the verdict is ``correct``), 1 a verdict other than correct (batch: some
+solution could not be read or got no verdict on the candidate), 2 a usage or input error (evaluate: also a
+``reference_error`` verdict), 3 the sandbox or the judge itself failed (evaluate: also a ``judge_error``
+verdict), 130 interrupted. Every evaluate and batch request prints its verdict; input errors print one line.
 """
 
 from __future__ import annotations
@@ -33,13 +35,13 @@ def main(argv: list[str] | None = None) -> int:
         modules[name] = module
         module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
     args = parser.parse_args(argv)
-    from ..runtime.supervisor import SandboxError
+    from ..runtime.supervisor import BrokenReference, SandboxError
 
     try:
         return modules[args.command].run(args)
     except KeyboardInterrupt:
         return 130
-    except (FileNotFoundError, IsADirectoryError, ValueError) as exc:
+    except (OSError, ValueError, BrokenReference) as exc:  # the user's input: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except SandboxError as exc:

@@ -39,4 +39,11 @@ def run(args: argparse.Namespace) -> int:
         judge=judge_config(args),
     )
     summary = run_batch(cfg)
-    return 0 if not summary["errors"] else 1
+    return exit_code(summary)
+
+
+def exit_code(summary: dict) -> int:
+    """0: every solution has a verdict on the candidate; 1: some solution could not be read, or its verdict
+    is ``judge_error`` / ``reference_error`` (nothing was said about the candidate: look at them)."""
+    no_verdict = sum(v["count"] for v in summary["no_verdict"].values())
+    return 1 if summary["errors"] or no_verdict else 0

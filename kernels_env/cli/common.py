@@ -13,6 +13,8 @@ def add_sandbox_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cache-dir", default=SandboxConfig.cache_dir, help="baselines and build caches")
     g.add_argument("--compile-workers", type=int, default=SandboxConfig.num_compile_workers)
     g.add_argument("--compile-timeout", type=float, default=SandboxConfig.compile_timeout_s, help="seconds")
+    imports = "seconds to import reference and solution, builds excluded"
+    g.add_argument("--import-timeout", type=float, default=SandboxConfig.import_timeout_s, help=imports)
     g.add_argument("--run-timeout", type=float, default=SandboxConfig.run_timeout_s, help="seconds")
     g.add_argument("--memory-limit-gb", type=float, default=SandboxConfig.memory_limit_gb)
 
@@ -33,6 +35,7 @@ def sandbox_config(args: argparse.Namespace) -> SandboxConfig:
         cache_dir=args.cache_dir,
         num_compile_workers=args.compile_workers,
         compile_timeout_s=args.compile_timeout,
+        import_timeout_s=args.import_timeout,
         run_timeout_s=args.run_timeout,
         memory_limit_gb=args.memory_limit_gb,
     )

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from ..client import SandboxClient
+from ..rules.result import CORRECT, JUDGE_ERROR, REFERENCE_ERROR
 from .common import add_judge_arguments, add_sandbox_arguments, judge_config, sandbox_config
 
 HELP = "judge one solution (file or workspace directory) against a KernelBench-format reference"
@@ -25,7 +26,11 @@ def run(args: argparse.Namespace) -> int:
     with SandboxClient(sandbox_config(args), judge) as sb:
         result = sb.evaluate(reference=args.reference, solution=args.solution, judge=judge)
     print(json.dumps(result, indent=2, default=str) if args.json else render(result))
-    return 0 if result["status"] == "correct" else 1
+    return EXIT_CODES.get(result["status"], 1)
+
+
+# The verdict is printed in every case; the exit code says whose outcome it is (kernels_env.cli's codes).
+EXIT_CODES = {CORRECT: 0, REFERENCE_ERROR: 2, JUDGE_ERROR: 3}  # the rest: 1, a verdict on the candidate
 
 
 def _ms(stats: dict[str, Any]) -> str:

@@ -2,14 +2,30 @@
 each baseline, the speed review, the reward; and the verdicts of stages whose worker died, hung or forged.
 
 The stages' reports come from processes that ran candidate code, so nothing here trusts their shape: a
-status outside what a stage may report is a forgery (``forged``).
+status outside what a stage may report is a forgery (``forged``), and every field is coerced to the schema's
+type (``verdict`` never raises: tests/sandbox/test_compare_fuzz.py). What is not the candidate's doing has its
+own statuses without a reward: ``judge_error`` (the judge failed: its traceback) and ``reference_error``
+(the reference cannot be loaded, run or timed: what is wrong with it).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from ..rules.result import COMPILE_ERROR, NOT_RUN, REJECTED, RUNTIME_ERROR, TIMEOUT, message, new_result
+from ..rules.result import (
+    COMPILE_ERROR,
+    JUDGE_ERROR,
+    NOT_RUN,
+    REFERENCE_ERROR,
+    REJECTED,
+    RUNTIME_ERROR,
+    STAGES,
+    STATUSES,
+    TIMEOUT,
+    message,
+    new_result,
+)
 from ..rules.rewards import get_reward
 
 MIN_CANDIDATE_MS = 1e-4  # floor for speedups: a measured 0 never divides
@@ -36,6 +52,26 @@ def not_run(compile_report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def judge_error(stage: str, error: str, trace: str = "") -> dict[str, Any]:
+    """A report for the judge's own failure (an exception, a malformed reply): no reward, its traceback."""
+    return {
+        "status": JUDGE_ERROR,
+        "stage": stage,
+        "error": f"the judge failed (not the candidate's fault): {error}",
+        "messages": [message("traceback", trace, origin="judge")] if trace else [],
+    }
+
+
+def reference_error(stage: str, error: str) -> dict[str, Any]:
+    """A report for a reference that cannot be loaded, run or timed: no reward, what is wrong with it."""
+    return {
+        "status": REFERENCE_ERROR,
+        "stage": stage,
+        "error": error if error.startswith("reference") else f"reference: {error}",
+        "messages": [message("note", "the reference is broken, not the candidate: no verdict and no reward")],
+    }
+
+
 def verdict(
     report: dict[str, Any],
     settings: dict[str, Any],
@@ -43,34 +79,75 @@ def verdict(
     request_id: str,
     environment: dict[str, Any],
 ) -> dict[str, Any]:
-    """The result schema (``rules.result``) filled from a stage's report; timings and reward added later."""
+    """The result schema (``rules.result``) filled from a stage's report; timings and reward added later.
+    Fields of the wrong type are coerced (a report is never trusted); an unknown status is a judge error."""
+    if not isinstance(report, dict):
+        report = judge_error("compile", f"a stage reported {_text(report)}")
+    if report.get("status") not in STATUSES:
+        status = _text(report.get("status"))
+        report = judge_error(_stage(report.get("stage")), f"a stage reported status {status}")
     result = new_result(
         status=report["status"],
-        stage=report.get("stage", "compile"),
-        problem=names["problem"],
-        solution=names["solution"],
+        stage=_stage(report.get("stage")),
+        problem=str(names.get("problem", "")),
+        solution=str(names.get("solution", "")),
         request_id=request_id,
-        error=report.get("error"),
-        messages=report.get("messages"),
-        check=report.get("check"),
+        error=None if report.get("error") is None else _text(report["error"]),
+        messages=_messages(report.get("messages")),
+        check=_check(report),
         evidence=report.get("evidence"),
     )
-    result["backends"] = report.get("backends", [])
-    result["correctness"] = report.get("correctness")
-    result["environment"] = environment
+    backends = report.get("backends")
+    result["backends"] = [_text(b) for b in backends] if isinstance(backends, list) else []
+    correctness = report.get("correctness")
+    result["correctness"] = correctness if isinstance(correctness, dict) else None
+    result["environment"] = environment if isinstance(environment, dict) else {}
     result["judge"] = {**settings, "guard_enforced": bool(report.get("guard_enforced", False))}
     return result
 
 
+def _text(value: Any, limit: int = 4000) -> str:
+    """A field as text: strings as they are, anything else by its repr (cut at ``limit``)."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check(report: dict[str, Any]) -> str | None:
+    """The failed check's name; a rejection that names none is still a rejection (the failure reward: the
+    compile child's word may be a candidate's), of the ``unnamed`` check."""
+    check = report.get("check")
+    if report["status"] == REJECTED and not check:
+        return "unnamed"
+    return None if check is None else _text(check)
+
+
+def _stage(value: Any) -> str:
+    return value if isinstance(value, str) and value in STAGES else "compile"
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    """Messages as the schema has them (dicts with a str ``kind``); anything else kept as a log line."""
+    if not isinstance(value, list):
+        return [] if value is None else [message("log", _text(value))]
+    out = []
+    for m in value:
+        ok = isinstance(m, dict) and isinstance(m.get("kind"), str) and isinstance(m.get("text", ""), str)
+        out.append(m if ok else message("log", _text(m)))
+    return out
+
+
 def add_timings(result: dict[str, Any], candidate: dict[str, Any], base: dict[str, Any]) -> None:
     """Candidate and baseline timings, speedups and the speed review into ``result``."""
+    candidate = candidate if isinstance(candidate, dict) else {}
+    baselines = base.get("baselines") if isinstance(base.get("baselines"), dict) else {}
+    comparable = base.get("comparable") is True
     result["timings"] = {
-        "comparable": base["comparable"],
+        "comparable": comparable,
         "unit": "ms",
         "candidate": candidate,
-        "baselines": base["baselines"],
+        "baselines": baselines,
     }
-    result["speedups"] = speedups(candidate, base["baselines"], base["comparable"])
+    result["speedups"] = speedups(candidate, baselines, comparable)
     result["timings"]["review"], notes = speed_review(result["speedups"], candidate)
     result["messages"].extend(notes)
 
@@ -104,10 +181,22 @@ def speed_review(speedups: dict[str, float | None], candidate: dict) -> tuple[di
 def speedups(candidate: dict, baselines: dict[str, dict], comparable: bool) -> dict[str, float | None]:
     """t_baseline / t_candidate per baseline mode (medians); None when not comparable or not measured."""
     out: dict[str, float | None] = {}
+    t = _ms(candidate.get("median_ms"))
     for mode, base in baselines.items():
-        t0 = base.get("median_ms")
-        out[mode] = t0 / max(candidate["median_ms"], MIN_CANDIDATE_MS) if comparable and t0 else None
+        t0 = _ms(base.get("median_ms")) if isinstance(base, dict) else None
+        out[str(mode)] = t0 / max(t, MIN_CANDIDATE_MS) if comparable and t0 and t is not None else None
     return out
+
+
+def _ms(value: Any) -> float | None:
+    """A measured time: a finite non-negative number, else unknown (None)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond any float is no time either
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def forged(stage: str, error: str, evidence: dict | None = None) -> dict[str, Any]:

@@ -52,7 +52,7 @@ from .loader import LoadError, ProblemError
 from .request import JudgeRequest, Progress
 from .timed_checks import input_sets as _input_sets
 from .timed_checks import timing_settings as _timing_settings
-from .verdict import Verdict, call_candidate, call_problem, rejected
+from .verdict import Verdict, call_candidate, call_problem, rejected, unexpected
 
 _call_problem, _candidate = call_problem, call_candidate
 
@@ -91,6 +91,7 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
         "timings": None,
     }
     children = hygiene.child_processes()
+    progress = _tracked(progress, record)
     with request_env(req.env):
         reset_extension_versioner()
         try:
@@ -118,6 +119,10 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
             record.update(v.payload)
         except ProblemError as exc:
             record["problem_error"] = str(exc)
+        except PolicyViolation as exc:  # a guard check outside a wrapper: still the candidate's rejection
+            record.update(rejected(exc, record["stage"]).payload)
+        except Exception as exc:  # escaped every candidate/reference wrapper: whose it is, by its traceback
+            record.update(unexpected(exc, record["stage"], workdir / "solution", workdir / "reference"))
         finally:
             restore_global_state()
     leftover = hygiene.kill_new_children(children)
@@ -130,6 +135,16 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
         record["status"] == REJECTED and tainted(record.get("check"))
     )
     return record
+
+
+def _tracked(progress: Progress, record: dict[str, Any]) -> Progress:
+    """``progress`` that also keeps the stage in ``record`` (where an unexpected failure happened)."""
+
+    def report(stage: str, detail: str) -> None:
+        record["stage"] = stage
+        progress(stage, detail)
+
+    return report
 
 
 def _after_load(guard: RequestGuard, where: str) -> None:
@@ -263,14 +278,14 @@ def _trial(req: JudgeRequest, new_model, runners, seed: int, trial: int) -> dict
             answers.append(again)
         _candidate(guard.check_determinism, answers, tolerances, **where)
         correctness["determinism"] = {"repeats": len(answers), "agree": True}
-    mismatch = _candidate(compare, expected, got, tolerances, **where)
+    mismatch = compare(expected, got, tolerances)  # judge code on outputs that passed the output contract
     if mismatch is not None:  # never blame the candidate for a reference that disagrees with itself
         again = _call_problem("Model.forward", run_ref, clone(inputs))
         if compare(expected, again, tolerances) is not None:
             text = f"trial {trial + 1}: the reference gave different outputs for the same inputs; "
             notes.append(message("note", text + "the candidate was compared with a second evaluation of it"))
             expected = again
-            mismatch = _candidate(compare, expected, got, tolerances, **where)
+            mismatch = compare(expected, got, tolerances)
             if mismatch is not None:
                 mismatch["reference_reproducible"] = False
     if mismatch is None:

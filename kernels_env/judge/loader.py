@@ -91,6 +91,8 @@ def import_path(
     text = path.read_text()
     try:
         code = compile(text, str(path), "exec")
+    except ValueError as exc:  # Python 3.11: "source code string cannot contain null bytes"
+        raise LoadError(COMPILE_ERROR, f"{display}: {exc}") from None
     except SyntaxError as exc:
         where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
         diag = {

@@ -17,6 +17,7 @@ def read_source(value: str | os.PathLike | Source, what: str, allow_workspace: b
     if isinstance(value, Source):
         return value
     looks_like_path = isinstance(value, os.PathLike) or ("\n" not in value and len(value) < 4096)
+    looks_like_path = looks_like_path and bool(str(value).strip())  # "" is an empty source, not the cwd
     if looks_like_path:
         path = Path(value).expanduser()
         if path.is_dir():
@@ -24,9 +25,21 @@ def read_source(value: str | os.PathLike | Source, what: str, allow_workspace: b
                 raise IsADirectoryError(f"{what} {path} is a directory; a {what} is one Python file")
             return read_workspace(path)
         if path.is_file():
-            return Source(name=path.name, text=path.read_text())
+            return Source(name=path.name, text=read_text(path, what))
         raise FileNotFoundError(f"{what} {value!s}: no such file or directory")
     return Source(name=f"<{what}>.py", text=value)
+
+
+def read_text(path: Path, what: str) -> str:
+    """The file's UTF-8 text; a ``ValueError`` naming the file when it is binary, not UTF-8 or unreadable
+    (the caller's input: never a verdict on the candidate, whose file it may not even be)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        raise ValueError(f"{what} {path}: not UTF-8 text ({where}); a {what} is a Python source") from None
+    except OSError as exc:
+        raise ValueError(f"{what} {path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def read_workspace(path: Path, entry: str = "model_new.py") -> Source:
@@ -41,10 +54,7 @@ def read_workspace(path: Path, entry: str = "model_new.py") -> Source:
             continue
         if file.suffix in (".pyc", ".so", ".o", ".cubin", ".ptx", ".fatbin"):
             continue
-        try:
-            text = file.read_text()
-        except UnicodeDecodeError:
-            raise ValueError(f"workspace file {rel} is not UTF-8 text") from None
+        text = read_text(file, f"workspace {path}: file")
         total += len(text)
         if total > MAX_WORKSPACE_BYTES:
             raise ValueError(f"workspace {path} holds more than {MAX_WORKSPACE_BYTES} bytes of text")

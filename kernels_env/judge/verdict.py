@@ -3,21 +3,26 @@
 Candidate code (and code run on its outputs) goes through ``call_candidate``: any exception becomes the
 candidate's verdict (a ``PolicyViolation`` from the guard: ``rejected`` with its check and evidence).
 Reference code goes through ``call_problem``: its failures are ``ProblemError`` (a user error, never blamed
-on the candidate).
+on the candidate). Anything else that escapes is ``unexpected``: the innermost frame of the candidate's or
+the reference's files in its traceback says whose it is; with neither, it is the judge's own failure
+(``judge_error`` with the judge's traceback: no reward, never the candidate's fault).
 """
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..rules.policies import PolicyViolation
-from ..rules.result import NOT_RUN, REJECTED, RUNTIME_ERROR
+from ..rules.result import NOT_RUN, REJECTED, RUNTIME_ERROR, message
 from . import loader
+from .assemble import judge_error
 from .build import NO_DEVICE
-from .diagnostics import exception_line
+from .diagnostics import exception_line, trim_traceback, truncate
 from .loader import ProblemError
 
 
@@ -74,3 +79,30 @@ def call_candidate(fn: Callable[..., Any], *args: Any, loaded, stage: str, devic
         return fn(*args)
     except BaseException as exc:  # also SystemExit / KeyboardInterrupt raised by the candidate
         raise candidate_failure(exc, loaded, stage, device) from None
+
+
+def unexpected(exc: BaseException, stage: str, candidate_dir: Path, reference_dir: Path) -> dict[str, Any]:
+    """What an exception that escaped every ``call_candidate`` / ``call_problem`` becomes: the candidate's
+    ``runtime_error`` or the reference's ``problem_error`` when the innermost frame of their files raised it
+    (their code ran inside a judge step: a method the judge called), else ``judge_error``."""
+    prefixes = {"candidate": _prefix(candidate_dir), "reference": _prefix(reference_dir)}
+    frames = traceback.extract_tb(exc.__traceback__)
+    owners = [o for f in frames for o, prefix in prefixes.items() if _resolved(f.filename).startswith(prefix)]
+    owner = owners[-1] if owners else "judge"
+    line = exception_line(exc)
+    if owner == "candidate":
+        files = {f.filename for f in frames if _resolved(f.filename).startswith(prefixes["candidate"])}
+        trace = trim_traceback(exc, files, {prefixes["candidate"]: "", str(candidate_dir) + "/": ""})
+        tb = message("traceback", trace, exception=type(exc).__name__)
+        return Verdict(RUNTIME_ERROR, stage, f"{line} (during {stage})", [tb]).payload
+    if owner == "reference":
+        return {"problem_error": f"reference failed: {line}"}
+    return judge_error(stage, line, truncate("".join(traceback.format_exception(exc))))
+
+
+def _prefix(directory: Path) -> str:
+    return str(directory.resolve()) + "/"
+
+
+def _resolved(filename: str) -> str:
+    return str(Path(filename).resolve()) if filename.startswith("/") else filename

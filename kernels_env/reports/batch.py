@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..client import BrokenReference, SandboxClient
+from ..client import SandboxClient
 from ..rules.config import BatchConfig
 from ..rules.summary import format_summary, plot, summarize
 
@@ -116,11 +116,27 @@ def _progress(total: int, initial: int, enabled: bool):
     return tqdm(total=total, initial=initial, disable=not enabled, unit="sol", dynamic_ncols=True)
 
 
+def check_inputs(problems: dict[str, Path], items: list[Item], unmatched: list[str], cfg: BatchConfig):
+    """A ``ValueError`` (one line) when there is nothing to judge: a batch never "succeeds" on nothing."""
+    form = "<problem>.py, <problem>__<variant>.py or a <problem>/ workspace with model_new.py"
+    if not problems:
+        raise ValueError(f"no problems in {cfg.problems_dir}: expected KernelBench-format <problem>.py files")
+    if not items and not unmatched:
+        raise ValueError(f"no solutions in {cfg.solutions_dir}: expected {form}")
+    if not items:
+        shown = ", ".join(unmatched[:5]) + (f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else "")
+        raise ValueError(
+            f"none of the {len(unmatched)} solutions in {cfg.solutions_dir} matches a problem in "
+            f"{cfg.problems_dir} (a solution is named {form}): {shown}"
+        )
+
+
 def run_batch(cfg: BatchConfig) -> dict[str, Any]:
+    problems, items, unmatched = discover(cfg.problems_dir, cfg.solutions_dir)
+    check_inputs(problems, items, unmatched, cfg)  # before anything is written
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / cfg.results_name
-    problems, items, unmatched = discover(cfg.problems_dir, cfg.solutions_dir)
     for name in unmatched:
         print(f"warning: solution {name} matches no problem in {cfg.problems_dir}", file=sys.stderr)
     if not cfg.resume and results_path.exists():
@@ -162,20 +178,19 @@ def _evaluate_all(cfg: BatchConfig, todo: list[Item], results_path: Path, initia
             while queue or pending:
                 while queue and len(pending) < limit:
                     item = queue.pop(0)
-                    future = client.submit(
-                        item.problem_path, item.solution_path, problem=item.problem, solution_name=item.key
-                    )
-                    pending[future] = item
+                    try:  # sources are read here: a file that cannot be read is this item's error
+                        pending[_submit(client, item)] = item
+                    except (OSError, ValueError) as exc:
+                        errors.append(f"{item.key}: {exc}")
+                        bar.update(1)
+                if not pending:
+                    continue
                 finished, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in finished:
                     item = pending.pop(future)
-                    try:
-                        result = future.result()
-                    except (BrokenReference, OSError, ValueError) as exc:  # this item's inputs; others go on
-                        errors.append(f"{item.key}: {exc}")
-                    else:
-                        _append(f, result)
-                        bar.set_postfix_str(f"{item.key}: {result['status']}", refresh=False)
+                    result = future.result()  # every request ends in a verdict (SandboxError: none can)
+                    _append(f, result)
+                    bar.set_postfix_str(f"{item.key}: {result['status']}", refresh=False)
                     bar.update(1)
     except KeyboardInterrupt:
         print(f"\ninterrupted: results so far are in {results_path}; run again to resume", file=sys.stderr)
@@ -184,3 +199,7 @@ def _evaluate_all(cfg: BatchConfig, todo: list[Item], results_path: Path, initia
         bar.close()
         client.close()
     return errors
+
+
+def _submit(client: SandboxClient, item: Item) -> concurrent.futures.Future:
+    return client.submit(item.problem_path, item.solution_path, problem=item.problem, solution_name=item.key)

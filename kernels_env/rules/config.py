@@ -12,7 +12,8 @@ class SandboxConfig:
     device: str = "auto"  # auto | cpu | cuda
     num_gpu_workers: int = 0  # 0: one worker per visible GPU (one in CPU mode)
     num_compile_workers: int = 2
-    compile_timeout_s: float = 300.0
+    compile_timeout_s: float = 300.0  # the compile stage: importing the solution and every build it runs
+    import_timeout_s: float = 60.0  # importing reference and solution, time in builds (nvcc, ninja) excluded
     run_timeout_s: float = 120.0
     baseline_timeout_s: float = 900.0  # torch.compile max-autotune of a reference can take minutes
     startup_timeout_s: float = 180.0  # a worker that is not ready by then is an infrastructure error

@@ -66,6 +66,7 @@ class CompileRequest:
     timeout_s: float
     env: dict[str, str] = field(default_factory=dict)
     nonce: str = ""  # per-request secret the reply must echo (see the module doc)
+    import_timeout_s: float | None = None  # the imports' own time, builds excluded (None: timeout_s only)
 
 
 @dataclass

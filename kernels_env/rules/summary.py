@@ -8,6 +8,12 @@ single-sample fast_p); ``best_of`` uses the best solution per problem instead. F
 CUDA Agent's ">5% faster" rule. Geomean and median speedups are over correct solutions with a speedup.
 ``not_run`` results (CPU mode: compiled, never executed) are unverified: they are left out of every share, and
 a problem whose solutions are all ``not_run`` leaves the denominator (listed as ``problems_unverified``).
+
+``judge_error`` and ``reference_error`` are not the candidate's failures, yet a problem they hit has no
+verified fast solution: fast_p stays KernelBench's "over all problems" and scores them 0, as KernelBench
+scores a missing result (so fast_p is never inflated by the judge's failures), and the summary counts them
+apart (``no_verdict``: how many, on which problems) next to the candidates' own failures
+(``candidate_failures``), so a reader can tell a weak solution set from a broken judge or problem set.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .result import FAILURES, JUDGE_ERROR, REFERENCE_ERROR
 from .rewards import faster
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
@@ -69,7 +76,10 @@ def summarize(results: list[Mapping[str, Any]], problems: Iterable[str]) -> dict
         "problems_without_solution": sorted(p for p in problems if p not in per_problem),
         "problems_unverified": unverified,
         "status_counts": dict(counts),
+        "candidate_failures": sum(counts[k] for k in FAILURES),
+        "no_verdict": _no_verdict(results),
         "comparable": comparable,
+        "timings_missing": None if comparable else _timings_missing(results),
         "fast_p": {},
         "fast_p_best_of": {},
         "faster_than": {},
@@ -110,6 +120,27 @@ def fast_p_curve(
     return [_share(per_problem, problems, functools.partial(_fast, p=p, mode=mode), best) for p in ps]
 
 
+def _no_verdict(results: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Results that are not the candidate's doing: counts per status and the problems they hit."""
+    out: dict[str, Any] = {}
+    for status in (JUDGE_ERROR, REFERENCE_ERROR):
+        hit = [r for r in results if r["status"] == status]
+        out[status] = {"count": len(hit), "problems": sorted({r["problem"] for r in hit})}
+    return out
+
+
+def _timings_missing(results: list[Mapping[str, Any]]) -> str:
+    """Why a summary has no comparable timing (it only says "CPU mode" when that is the reason)."""
+    devices = {(r.get("environment") or {}).get("device") for r in results}
+    if "cpu" in devices or any(r.get("timings") for r in results):
+        return "CPU mode: timings are not comparable"
+    if not results:
+        return "no results"
+    if not any(r["status"] == "correct" for r in results):
+        return "no solution was correct, so none was timed"
+    return "the correct solutions were not timed (correctness only)"
+
+
 def _faster_score(r: Mapping[str, Any], mode: str) -> float | None:
     if r.get("status") != "correct":
         return 0.0
@@ -144,8 +175,10 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             f"not_run:  {summary['status_counts']['not_run']} solutions compiled but were not run (CPU "
             "mode); they are left out of the shares below"
         )
+    lines.extend(_no_verdict_lines(summary))
     if not summary["comparable"]:
-        lines.append("timings:  not comparable (CPU mode): speed metrics n/a; fast_0 is the correctness rate")
+        why = summary.get("timings_missing") or "not comparable"
+        lines.append(f"timings:  {why}: speed metrics n/a; fast_0 is the correctness rate")
     header = f"{'baseline':<14}" + "".join(f"{'fast_' + p:>10}" for p in map(_p, P_VALUES))
     header += f"{'faster':>9}{'geomean':>9}{'median':>9}"
     lines.append(header)
@@ -158,6 +191,18 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     if summary.get("mean_reward") is not None:
         lines.append(f"mean reward: {summary['mean_reward']:.3f}")
     return "\n".join(lines)
+
+
+def _no_verdict_lines(summary: Mapping[str, Any]) -> list[str]:
+    found = {k: v for k, v in (summary.get("no_verdict") or {}).items() if v["count"]}
+    if not found:
+        return []
+    what = ", ".join(f"{v['count']} {k} ({', '.join(v['problems'][:5])})" for k, v in found.items())
+    return [
+        f"no verdict: {what}: not the candidates' failures (candidate failures: "
+        f"{summary.get('candidate_failures', 0)}); fast_p counts them as failures, as KernelBench counts "
+        "missing results"
+    ]
 
 
 def plot(results: list[Mapping[str, Any]], summary: Mapping[str, Any], path: str) -> str:
@@ -191,7 +236,7 @@ def plot(results: list[Mapping[str, Any]], summary: Mapping[str, Any], path: str
         counts = summary["status_counts"]
         ax.bar(list(counts), list(counts.values()), color="tab:blue")
         ax.set_ylabel("solutions")
-        ax.set_title("verdicts (CPU mode: timings not comparable, no speedups)")
+        ax.set_title(f"verdicts ({summary.get('timings_missing') or 'timings not comparable'}: no speedups)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -39,7 +39,15 @@ class SandboxError(RuntimeError):
 
 
 class BrokenReference(SandboxError):
-    """The reference (problem) cannot be loaded or run: a user input error, not the candidate's fault."""
+    """The reference (problem) cannot be loaded, run or timed: a user input error, not the candidate's fault.
+
+    ``SandboxClient.baseline`` raises it; ``evaluate`` / ``submit`` never do: their verdict is then
+    ``reference_error``. (A ``SandboxError`` subclass for callers written before that status existed.)"""
+
+
+class JudgeFailure(SandboxError):
+    """The judge failed on its own while serving one request (its exception, a malformed reply); the sandbox
+    still works. ``baseline`` raises it; ``evaluate`` / ``submit`` turn it into a ``judge_error`` verdict."""
 
 
 class WorkerFailure(Exception):

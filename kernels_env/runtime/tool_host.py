@@ -15,7 +15,7 @@ from ..rules.messages import CompileRequest, Source, ToolRequest
 from ..tools import ToolLimits, error_response
 from ..tools._serve import grace_s, killed_response
 from .fleet import Fleet
-from .supervisor import SandboxError, WorkerFailure
+from .supervisor import WorkerFailure
 
 NATIVE_BUILDS = {"fastpath", "load_inline", "cpp_extension"}
 
@@ -75,10 +75,11 @@ def call_tool(
     resp = reply.payload
     if resp.get("killed"):  # the host's limit was what was left of the caller's: report the caller's
         return killed_response(name, lim.time_s, time.perf_counter() - started, resp.get("log_tail", ""))
-    if resp.get("harness_error"):
-        raise SandboxError(
-            f"the {'run' if gpu else 'compile'} worker failed on its own: {resp['harness_error']}"
-        )
+    if resp.get("harness_error"):  # the judge's own failure: a response that says so, never an exception
+        worker = "run" if gpu else "compile"
+        resp = error_response(name, f"the {worker} worker failed on its own (not the candidate's fault)")
+        resp["traceback"] = str(reply.payload["harness_error"])[-3000:]
+        return resp
     if reply.fatal:
         resp.setdefault("warnings", []).append(
             f"the device was left unusable ({resp.get('device_error')}); the worker was replaced"
@@ -103,6 +104,8 @@ def build_failed(name: str, report: dict[str, Any]) -> dict[str, Any]:
     """The response when the compile stage before a GPU tool found the candidate does not build."""
     if report.get("problem_error"):
         return error_response(name, f"the reference cannot be used: {report['problem_error']}")
+    if report.get("judge_error"):
+        return error_response(name, f"the judge failed building the candidate: {report['judge_error']}")
     resp = error_response(
         name, f"the candidate does not build ({report.get('status')}): {report.get('error')}"
     )
