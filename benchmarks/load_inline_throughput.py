@@ -130,6 +130,8 @@ def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) ->
         ],  # fmt: skip
         "reuse": {
             "status": reuse["status"],
+            "error": reuse.get("error"),
+            "messages": [m.get("text", "")[:1500] for m in reuse.get("messages") or []][:4],
             "compile_s": reuse["durations_s"].get("compile"),
             "first_compile_s": results[0]["durations_s"].get("compile"),
         },
