@@ -11,7 +11,6 @@ from torch.utils.cpp_extension import load_inline
 
 cuda_source = r"""
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
 
 __global__ void silu_kernel(const float* __restrict__ x, float* __restrict__ out, int64_t n) {
   int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -29,10 +28,10 @@ torch::Tensor silu_forward(torch::Tensor x) {
   int threads = 256;
   int64_t blocks = std::min<int64_t>((n + threads - 1) / threads, 4096);
   if (n > 0) {
-    auto stream = at::cuda::getCurrentCUDAStream();
-    silu_kernel<<<(unsigned)blocks, threads, 0, stream>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    silu_kernel<<<(unsigned)blocks, threads>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  cudaError_t err = cudaGetLastError();
+  TORCH_CHECK(err == cudaSuccess, "kernel launch failed: ", cudaGetErrorString(err));
   return out;
 }
 """
