@@ -124,8 +124,12 @@ def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) ->
         "statuses": statuses,
         "phases": phase_stats(results),
         "per_candidate": [
-            {"solution": r["solution"], "status": r["status"], "error": (r.get("error") or "")[:200],
-             **{p: r["durations_s"].get(p) for p in PHASES}}
+            {
+                "solution": r["solution"],
+                "status": r["status"],
+                "error": (r.get("error") or "")[:200],
+                **{p: r["durations_s"].get(p) for p in PHASES},
+            }
             for r in results
         ],  # fmt: skip
         "reuse": {

@@ -45,7 +45,7 @@ REFERENCE = ROOT / "tests" / "redteam" / "problems" / "relu.py"
 ATTACKS = ROOT / "tests" / "redteam" / "solutions" / "attacks"
 FORGERIES = ("forge_reply_protocol_fd.py", "forge_compile_report.py", "forge_reply_stdout.py")
 
-TRITON = '''
+TRITON = """
 import torch
 import torch.nn as nn
 import triton
@@ -90,7 +90,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
 {body}
-'''
+"""
 
 
 @dataclass(frozen=True)
