@@ -117,7 +117,7 @@ def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) ->
         "gpu": env.get("gpu"),
         "versions": {k: env.get(k) for k in ("driver", "cuda_runtime", "torch", "triton", "python")},
         "torch": torch.__version__,
-        "compile_workers": args.compile_workers,
+        "compile_workers": sandbox_config(args, "").num_compile_workers,
         "candidates": len(results),
         "wall_s": round(wall, 2),
         "candidates_per_hour": round(len(results) / wall * 3600, 1),
