@@ -15,6 +15,7 @@ them. ``submit`` returns a future so many candidates can be in flight; the clien
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import threading
@@ -77,6 +78,7 @@ class SandboxClient:
         self._lock = threading.Lock()
         self._baseline_locks: dict[tuple, threading.Lock] = {}
         self._baselines: dict[tuple, dict[str, Any]] = {}
+        self._prefetching: set[tuple] = set()
 
     # lifecycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> SandboxClient:
@@ -250,6 +252,7 @@ class SandboxClient:
     def _judge(self, ref, sol, settings, names, request_id: str, durations: dict[str, float]) -> dict:
         workdir = self._fleet.tmp / f"req-{request_id}"
         env = self._request_env(sol)
+        self._prefetch_baselines(ref, settings)
         try:
             report = _screen_compile(self._compile_stage(request_id, ref, sol, workdir, env, durations))
             if report.get("status") == "ok" and not (self.device == "cpu" and report.get("needs_cuda")):
@@ -339,9 +342,37 @@ class SandboxClient:
                 )
         return payload
 
+    def _prefetch_baselines(self, ref: Source, settings: dict[str, Any]) -> None:
+        """Start the reference's baselines on the run worker while the candidate compiles on a CPU worker,
+        so a cold baseline no longer adds to the verdict's latency (the verdict then finds it in memory).
+        Only on a GPU (CPU mode measures eager alone, and a CUDA candidate is not run there). A failure here
+        is left to the verdict's own call, which raises it."""
+        key = self._baseline_key(ref, settings)
+        if self.device != "cuda" or not settings.get("time_candidate") or not settings.get("baselines"):
+            return
+        with self._lock:
+            if key in self._baselines or key in self._prefetching:
+                return
+            self._prefetching.add(key)
+
+        def fetch() -> None:
+            try:
+                with contextlib.suppress(Exception):  # reported by the verdict's own call
+                    self._get_baselines(ref, settings)
+            finally:
+                with self._lock:
+                    self._prefetching.discard(key)
+
+        threading.Thread(target=fetch, name="kernels_env-baselines", daemon=True).start()
+
+    @staticmethod
+    def _baseline_key(ref: Source, settings: dict[str, Any]) -> tuple:
+        modes = tuple(settings["baselines"])
+        return (source_hash(ref), modes, settings["allow_tf32"], settings["mode"], repr(settings["timing"]))
+
     def _get_baselines(self, ref: Source, settings: dict[str, Any]) -> dict[str, Any]:
         modes = tuple(settings["baselines"])
-        key = (source_hash(ref), modes, settings["allow_tf32"], settings["mode"], repr(settings["timing"]))
+        key = self._baseline_key(ref, settings)
         with self._lock:
             lock = self._baseline_locks.setdefault(key, threading.Lock())
         with lock:

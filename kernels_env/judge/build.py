@@ -9,6 +9,7 @@ with ``.diagnostics`` and ``.log``, so this module does not import it), ``torch.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import re
 import subprocess
@@ -177,6 +178,74 @@ def install_build_hooks(build_only: bool, cache_dir: str) -> None:
         ce._import_module_from_library = lambda module_name, path, is_python_module: BuildOnlyModule(
             module_name
         )
+
+
+KEYED_MARK = "_kernels_env_content_keyed"
+HARDCODED_MODULE = re.compile(r"PYBIND11_MODULE\s*\(\s*(?!TORCH_EXTENSION_NAME\b)\w+\s*,")
+
+
+def content_keyed_extensions() -> None:
+    """Make ``load_inline`` builds content-addressed (idempotent; compile stage, run worker and tools alike).
+
+    Same sources, functions and flags => the same build directory (``<sandbox cache>/torch_extensions/
+    content/<key>``) and the same module name (``kx_<key>``), whatever name the candidate gave its extension
+    and whatever file it lives in: a second candidate with an identical extension loads the built .so. The
+    module name enters the key only when the source spells it out in ``PYBIND11_MODULE`` (renaming would
+    break its init symbol). A ``build_directory`` the candidate chose is left alone. What the code computes
+    is unchanged: only the name of the .so and where it is built differ.
+    """
+    import torch.utils.cpp_extension as ce
+
+    current = ce.load_inline
+    if getattr(current, KEYED_MARK, False) or not os.environ.get(SANDBOX_CACHE_ENV):
+        return
+
+    signature = inspect.signature(current)  # follows functools.wraps to torch's own
+
+    @functools.wraps(current)
+    def load_inline(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return current(*args, **kwargs)  # torch reports the bad call in its own words
+        kwargs = dict(bound.arguments)
+        name, cpp_sources = kwargs.pop("name"), kwargs.pop("cpp_sources")
+        cuda_sources = kwargs.pop("cuda_sources", None)
+        if kwargs.get("build_directory"):
+            return current(name, cpp_sources, cuda_sources, **kwargs)
+        key, keep_name = extension_key(name, cpp_sources, cuda_sources, kwargs)
+        directory = Path(os.environ[SANDBOX_CACHE_ENV]) / "torch_extensions" / "content" / key
+        directory.mkdir(parents=True, exist_ok=True)
+        from .agent_extension import build_lock
+
+        module = name if keep_name else f"kx_{key}"
+        with build_lock(directory):
+            return current(module, cpp_sources, cuda_sources, build_directory=str(directory), **kwargs)
+
+    setattr(load_inline, KEYED_MARK, True)
+    ce.load_inline = load_inline
+
+
+def extension_key(name: str, cpp_sources, cuda_sources, kwargs: dict[str, Any]) -> tuple[str, bool]:
+    """(key, whether the module name is part of it) for a ``load_inline`` call."""
+    import hashlib
+    import sys
+
+    import torch
+
+    def texts(value) -> list[str]:
+        return [value] if isinstance(value, str) else [str(v) for v in (value or [])]
+
+    code = texts(cpp_sources) + ["\0cuda\0"] + texts(cuda_sources)
+    keep_name = any(HARDCODED_MODULE.search(t) for t in code)
+    env = [os.environ.get(k, "") for k in ("TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CXX", "CC")]
+    parts = [*code, repr(sorted(kwargs.items(), key=lambda kv: kv[0])), torch.__version__, *env, sys.version]
+    if keep_name:
+        parts.append(name)
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:24], keep_name
 
 
 def cpu_link_stubs(cache_dir: str) -> str:

@@ -171,6 +171,12 @@ def load_problem(path: Path, display: str) -> Problem:
 
 
 def load_solution(path: Path, display: str, workspace: str | None = None) -> tuple[Loaded, type]:
+    from . import agent_extension, build
+
+    build.content_keyed_extensions()  # identical load_inline builds share one cached .so (any name)
+    layout = agent_extension.detect(path.parent)
+    if layout is not None:  # CUDA Agent's layout: build the module model_new.py imports (never its utils/)
+        agent_extension.install(layout, f"{workspace}/" if workspace else "")
     loaded = import_path(path, display, workspace=workspace)
     cls = getattr(loaded.module, "ModelNew", None)
     if cls is None:
@@ -204,6 +210,9 @@ def check_call(target: Any, args: list[Any], what: str, status: str) -> None:
 
 def unload(prefix: str = "kernels_env_user_", under: Path | None = None) -> None:
     """Forget candidate modules (and modules imported from a workspace) so no state leaks to the next one."""
+    from . import agent_extension
+
+    agent_extension.forget()
     for name, mod in list(sys.modules.items()):
         path = getattr(mod, "__file__", None) or ""
         if name.startswith(prefix) or (under is not None and path.startswith(str(under))):

@@ -330,6 +330,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._error: str | None = None
         self._closed = False
+        self._starting: set[Worker] = set()
 
     def start(self) -> None:
         """Start the workers (blocking); standbys start afterwards in the background."""
@@ -394,6 +395,10 @@ class WorkerPool:
     def _restart(self, worker: Worker, as_standby: bool) -> None:
         last = ""
         for attempt in range(3):
+            with self._lock:
+                if self._closed:
+                    return
+                self._starting.add(worker)  # close() kills it too: no worker outlives its pool
             try:
                 worker.start()
                 with self._lock:
@@ -408,6 +413,9 @@ class WorkerPool:
             except SandboxError as exc:
                 last = str(exc)
                 time.sleep(1 + attempt)
+            finally:
+                with self._lock:
+                    self._starting.discard(worker)
         if not as_standby:
             self._error = f"{worker.name} worker could not be restarted: {last}"
 
@@ -418,6 +426,7 @@ class WorkerPool:
         with self._lock:
             self._closed = True
             workers = [*self.workers, *(s for s in self._standby.values() if s is not None)]
+            workers += [w for w in self._starting if w not in workers]  # restarts still importing torch
         for w in workers:  # all at once: each may take a moment to exit
             w.request_shutdown()
         deadline = time.monotonic() + 10.0

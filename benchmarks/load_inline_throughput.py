@@ -1,0 +1,178 @@
+"""Candidates per hour on real load_inline solution sets, with cold baselines, and where the time goes.
+
+    python benchmarks/load_inline_throughput.py --out li.json                     # the GPU measurement
+    python benchmarks/load_inline_throughput.py --smoke --out smoke.json          # CPU, 2 candidates
+
+Candidates: benchmarks/load_inline_set/ (35 KernelBench-style problems, each with a load_inline solution whose
+CUDA differs from every other's; ``generate.py`` there writes them). Everything is cold: a fresh cache
+directory, so every extension is built and every reference's baselines are measured in this run. All
+candidates are submitted at once (``SandboxClient.submit``) to ``--compile-workers`` compile workers and the
+run worker(s). Reported: candidates/hour (candidates / wall time), verdict counts, and per phase the median
+and total seconds over candidates of ``durations_s``: ``queued`` (waiting for a worker), ``compile`` (the
+compile stage: the load_inline build), ``run`` (correctness and timing on the device), ``baselines`` (time
+the verdict waited for its reference's baselines; they start on the run worker while the candidate
+compiles). Then ``reuse``: the first solution again under another extension name and file name, whose
+compile must be a cache hit (content-addressed builds, docs/sandbox.md). GPU, versions, date and the commit
+are recorded. ``--smoke``: CPU mode, 2 candidates, no timing (CUDA is compiled, not run: ``not_run``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SET = ROOT / "benchmarks" / "load_inline_set"
+PHASES = ("queued", "compile", "run", "baselines", "total")
+
+
+def pairs(limit: int | None) -> list[tuple[Path, Path]]:
+    solutions = sorted((SET / "solutions").glob("*.py"))[:limit]
+    return [(SET / "problems" / s.name, s) for s in solutions]
+
+
+def renamed(solution: Path) -> str:
+    """The same solution under another extension name (and, by ``solution_name``, another file name)."""
+    return re.sub(r'name="(\w+)"', r'name="\1_renamed_copy"', solution.read_text(), count=1)
+
+
+def judge_config(args):
+    from kernels_env.rules.config import JudgeConfig
+
+    baselines = [] if args.smoke else args.baselines.split(",")
+    return JudgeConfig(time_candidate=not args.smoke, baselines=baselines or ["eager"])
+
+
+def sandbox_config(args, cache_dir: str):
+    from kernels_env.rules.config import SandboxConfig
+
+    return SandboxConfig(
+        device="cpu" if args.smoke else args.device,
+        cache_dir=cache_dir,
+        num_compile_workers=min(args.compile_workers, 2) if args.smoke else args.compile_workers,
+        compile_timeout_s=args.compile_timeout,
+        run_timeout_s=300,
+        startup_timeout_s=300,
+    )
+
+
+def measure(args) -> dict:
+    from kernels_env.client import SandboxClient
+
+    work = pairs(2 if args.smoke else args.limit)
+    cache_dir = tempfile.mkdtemp(prefix="kernels_env_li_cache-")  # cold builds and cold baselines
+    judge = judge_config(args)
+    try:
+        with SandboxClient(sandbox_config(args, cache_dir)) as sb:
+            sb.start()  # worker start-up is not candidate time
+            started = time.perf_counter()
+            futures = [sb.submit(p, s, judge) for p, s in work]
+            results = [f.result() for f in futures]
+            wall = time.perf_counter() - started
+            problem, solution = work[0]
+            reuse = sb.evaluate(problem, renamed(solution), judge, solution_name=f"copy_of_{solution.name}")
+            env = sb.environment
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    return summarise(results, wall, reuse, env, args)
+
+
+def phase_stats(results: list[dict]) -> dict[str, dict]:
+    out = {}
+    for phase in PHASES:
+        values = [r["durations_s"].get(phase) for r in results]
+        values = [v for v in values if isinstance(v, int | float)]
+        out[phase] = {
+            "median_s": round(statistics.median(values), 3) if values else None,
+            "total_s": round(sum(values), 2),
+            "count": len(values),
+        }
+    return out
+
+
+def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) -> dict:
+    import torch
+
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    return {
+        "benchmark": "load_inline_throughput",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "smoke": args.smoke,
+        "device": env.get("device"),
+        "gpu": env.get("gpu"),
+        "versions": {k: env.get(k) for k in ("driver", "cuda_runtime", "torch", "triton", "python")},
+        "torch": torch.__version__,
+        "compile_workers": sandbox_config(args, "").num_compile_workers,
+        "candidates": len(results),
+        "wall_s": round(wall, 2),
+        "candidates_per_hour": round(len(results) / wall * 3600, 1),
+        "statuses": statuses,
+        "phases": phase_stats(results),
+        "per_candidate": [
+            {
+                "solution": r["solution"],
+                "status": r["status"],
+                "error": (r.get("error") or "")[:200],
+                **{p: r["durations_s"].get(p) for p in PHASES},
+            }
+            for r in results
+        ],  # fmt: skip
+        "reuse": {
+            "status": reuse["status"],
+            "error": reuse.get("error"),
+            "messages": [m.get("text", "")[:1500] for m in reuse.get("messages") or []][:4],
+            "compile_s": reuse["durations_s"].get("compile"),
+            "first_compile_s": results[0]["durations_s"].get("compile"),
+        },
+    }
+
+
+def _commit() -> str | None:
+    try:
+        cmd = ["git", "rev-parse", "HEAD"]
+        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="CPU mode, 2 candidates, no timing")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--limit", type=int, default=None, help="first N solutions only")
+    p.add_argument("--compile-workers", type=int, default=12)
+    p.add_argument("--compile-timeout", type=float, default=900.0)
+    p.add_argument("--baselines", default="eager,compile")
+    p.add_argument("--out", type=Path)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    result = measure(args)
+    text = json.dumps(result, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+    expected = {"not_run"} if args.smoke else {"correct"}
+    return 0 if set(result["statuses"]) <= expected and result["reuse"]["status"] in expected else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

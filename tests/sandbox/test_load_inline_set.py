@@ -1,0 +1,92 @@
+"""The load_inline throughput set (benchmarks/load_inline_set), content-addressed load_inline builds, and the
+throughput benchmark's CPU smoke mode."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch.utils.cpp_extension as ce
+
+from kernels_env.judge import build
+
+ROOT = Path(__file__).resolve().parents[2]
+SET = ROOT / "benchmarks" / "load_inline_set"
+
+PYBIND_ONLY = """
+#include <pybind11/pybind11.h>
+static int add(int a, int b) { return a + b; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("add", &add); }
+"""
+
+
+def forward_arity(tree: ast.Module, cls: str) -> int:
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    forward = next(n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    return len(forward.args.args) - 1
+
+
+def test_generated_set_is_current_and_kernelbench_shaped():
+    cmd = [sys.executable, str(SET / "generate.py"), "--check"]
+    check = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    solutions = sorted((SET / "solutions").glob("*.py"))
+    assert len(solutions) >= 30
+    cuda_sources = set()
+    for sol in solutions:
+        tree = ast.parse(sol.read_text())
+        problem = ast.parse((SET / "problems" / sol.name).read_text())
+        assert forward_arity(tree, "ModelNew") == forward_arity(problem, "Model"), sol.name
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        call = next(n for n in calls if getattr(n.func, "id", "") == "load_inline")
+        assert {k.arg for k in call.keywords} >= {"name", "cpp_sources", "cuda_sources", "functions"}
+        cuda = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                    and n.targets[0].id == "cuda_source")  # fmt: skip
+        assert "#include <torch/extension.h>" in cuda and "__global__" in cuda
+        cuda_sources.add(cuda)
+    assert len(cuda_sources) == len(solutions)  # every build is a real one
+
+
+def test_extension_key_ignores_the_name_unless_the_source_spells_it():
+    key_a, keep_a = build.extension_key("first", "decl;", "kernel", {"functions": ["f"]})
+    key_b, keep_b = build.extension_key("second", "decl;", "kernel", {"functions": ["f"]})
+    assert key_a == key_b and not keep_a and not keep_b
+    assert build.extension_key("first", "decl;", "kernel2", {"functions": ["f"]})[0] != key_a
+    assert build.extension_key("first", "decl;", "kernel", {"functions": ["g"]})[0] != key_a
+    hard = "PYBIND11_MODULE(my_ext, m) {}"
+    key_c, keep_c = build.extension_key("my_ext", hard, None, {})
+    assert keep_c and build.extension_key("other", hard, None, {})[0] != key_c
+
+
+def test_identical_extensions_share_one_build(tmp_path, monkeypatch):
+    """Two load_inline calls with the same source under different names: one compiler run, one .so."""
+    monkeypatch.setenv(build.SANDBOX_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(ce, "load_inline", ce.load_inline)  # restored after the test
+    build.content_keyed_extensions()
+    build.content_keyed_extensions()  # idempotent: wrapping twice would key the keyed name again
+    first = ce.load_inline(name="first_name", cpp_sources=PYBIND_ONLY, no_implicit_headers=True)
+    second = ce.load_inline(name="second_name", cpp_sources=PYBIND_ONLY, no_implicit_headers=True)
+    assert first.add(2, 3) == 5 and second.add(4, 5) == 9
+    assert first.__file__ == second.__file__
+    built = list((tmp_path / "torch_extensions" / "content").iterdir())
+    assert len(built) == 1 and len(list(built[0].glob("*.so"))) == 1
+
+
+@pytest.mark.slow  # two torch/extension.h builds: minutes on 2 cores
+def test_throughput_smoke_mode(tmp_path):
+    out = tmp_path / "smoke.json"
+    script = ROOT / "benchmarks" / "load_inline_throughput.py"
+    cmd = [sys.executable, str(script), "--smoke", "--out", str(out)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=3000)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["candidates"] == 2 and result["statuses"] == {"not_run": 2}
+    assert set(result["phases"]) == {"queued", "compile", "run", "baselines", "total"}
+    assert result["date"] and result["versions"]["torch"]
+    # the renamed copy of the first solution finds its build: far less than a cold build
+    assert result["reuse"]["status"] == "not_run"
+    assert result["reuse"]["compile_s"] < result["reuse"]["first_compile_s"] / 3
