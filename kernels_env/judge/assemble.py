@@ -58,7 +58,11 @@ def verdict(
     result["backends"] = report.get("backends", [])
     result["correctness"] = report.get("correctness")
     result["environment"] = environment
-    result["judge"] = {**settings, "guard_enforced": bool(report.get("guard_enforced", False))}
+    result["judge"] = {
+        **settings,
+        "guard_enforced": bool(report.get("guard_enforced", False)),
+        "memory_plan": report.get("memory_plan"),  # the run stage's (kernels_env.judge.memory); None before
+    }
     return result
 
 

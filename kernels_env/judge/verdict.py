@@ -3,7 +3,8 @@
 Candidate code (and code run on its outputs) goes through ``call_candidate``: any exception becomes the
 candidate's verdict (a ``PolicyViolation`` from the guard: ``rejected`` with its check and evidence).
 Reference code goes through ``call_problem``: its failures are ``ProblemError`` (a user error, never blamed
-on the candidate).
+on the candidate). Out-of-memory errors in either become ``memory.OutOfMemory``: whose they are is decided
+by the request's memory plan (``kernels_env.judge.memory``), not here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from . import loader
 from .build import NO_DEVICE
 from .diagnostics import exception_line
 from .loader import ProblemError
+from .memory import OutOfMemory, is_oom, raised_in
 
 
 class Verdict(Exception):
@@ -62,9 +64,11 @@ def call_problem(what: str, fn: Callable[..., Any], *args: Any) -> Any:
     """Run reference code: its failures are the problem's (``ProblemError``), never the candidate's."""
     try:
         return fn(*args)
-    except (Verdict, ProblemError):
+    except (Verdict, ProblemError, OutOfMemory):
         raise
     except Exception as exc:
+        if is_oom(exc):  # the judge's memory, not a broken reference
+            raise OutOfMemory(f"reference {what}: {exception_line(exc)}", False) from None
         raise ProblemError(f"reference {what} failed: {exception_line(exc)}") from None
 
 
@@ -72,5 +76,11 @@ def call_candidate(fn: Callable[..., Any], *args: Any, loaded, stage: str, devic
     """Run candidate code (or code on its outputs): its failures become the candidate's verdict."""
     try:
         return fn(*args)
+    except OutOfMemory:
+        raise
     except BaseException as exc:  # also SystemExit / KeyboardInterrupt raised by the candidate
-        raise candidate_failure(exc, loaded, stage, device) from None
+        verdict = candidate_failure(exc, loaded, stage, device)
+        if is_oom(exc):
+            mine = raised_in(exc, loaded.files) and not isinstance(exc, PolicyViolation)
+            raise OutOfMemory(f"{stage}: {exception_line(exc)}", mine, verdict) from None
+        raise verdict from None
