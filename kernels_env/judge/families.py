@@ -171,12 +171,15 @@ def _shape(req: JudgeRequest, fatal: bool, runners) -> dict:
             )
         return shrunk
     grown = _one(req, SHAPE, SHAPE_GROW, fatal, runners)
+    if grown["status"] == SKIPPED and shrunk["status"] != SKIPPED:
+        shrunk["reason"] = f"batch shrunk only: not grown ({grown['reason']})"
+        return shrunk
     if grown["status"] in (FAIL, ERROR):
         grown["reason"] = f"batch grown {growth:g}x: {grown['reason']}"
         return grown
     if shrunk["status"] == PASS and grown["status"] == PASS:
         grown["reason"] = f"batch shrunk and grown {growth:g}x"
-    return grown if shrunk["status"] == SKIPPED else (grown if grown["status"] == PASS else shrunk)
+    return grown
 
 
 def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners) -> dict:
