@@ -240,7 +240,7 @@ def _problem_files(root: str) -> list[str]:
     if os.path.isfile(root):
         return [root]
     found = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):  # a folder of linked levels too
         dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")))
         found.extend(
             os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py") and not f.startswith("_")

@@ -81,7 +81,7 @@ def test_negative_family_needs_non_negative_task_inputs(tmp_path):
 def test_shape_family_changes_the_batch_consistently():
     x, y = make_inputs(SCALE_ADD, 0, "shape")
     assert x.shape[0] == y.shape[0] != 16 and x.shape[1:] == (64,)
-    x, y = make_inputs(SCALE_ADD, 0, "shape_grow")  # larger: a size baked into a kernel leaves a tail unwritten
+    x, y = make_inputs(SCALE_ADD, 0, "shape_grow")  # a size baked into a kernel leaves a tail unwritten
     assert x.shape[0] == y.shape[0] == 24 and x.shape[1:] == (64,)
     (base,) = make_inputs(SCALE_ADD, 0)[:1]
     assert torch.equal(x[:16], base)  # the task's own rows, repeated

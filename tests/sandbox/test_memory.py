@@ -9,7 +9,7 @@ import torch
 from kernels_env.guard import GuardViolation, Violation
 from kernels_env.guard._checks import GUARD_ERROR
 from kernels_env.judge import memory
-from kernels_env.judge.memory import GiB, Footprint, plan
+from kernels_env.judge.memory import Footprint, GiB, plan
 from kernels_env.rules.config import JudgeConfig
 
 from .conftest import RELU_PROBLEM, RELU_TRITON, relu_with, src
@@ -72,7 +72,8 @@ def test_what_counts_as_out_of_memory():
 
 
 def _judge(client, solution, problem=RELU_PROBLEM, **judge):
-    config = JudgeConfig(**{"time_candidate": False, "num_trials": 1, "families": ["zeros", "shape"], **judge})
+    fast = {"time_candidate": False, "num_trials": 1, "families": ["zeros", "shape"]}
+    config = JudgeConfig(**{**fast, **judge})
     return client.evaluate(reference=src(problem), solution=src(solution), judge=config)
 
 
