@@ -4,6 +4,8 @@ time, check again; and baselines.
 Runs inside the worker process (never in the caller's), under the reward-hack defences of
 ``kernels_env.judge.enforce`` (docs/reward_hacks.md, "The judge's pipeline"):
 
+0. (each request) the memory plan: the reference's footprint measured on fresh inputs, the free memory, what
+   fits (``kernels_env.judge.memory``); an out-of-memory of the judge is retried once, then ``judge_error``;
 1. the solution is imported and ``ModelNew`` built under ``RequestGuard.loading`` (introspection and writes
    to judge/problem files refused); then judge code, torch's global state and the problem module are checked;
 2. trials on fresh inputs, alternating candidate-first and reference-first order (the reference's output
