@@ -7,10 +7,12 @@ its inputs ``I``, outputs ``O``, the peak of its own temporaries ``W`` and the m
 judge's costs per phase, in those units (what ``harness``/``families``/``timed_checks`` hold at their peak,
 counted from the code; the comparisons and guard checks run in chunks and add no multiple of ``O``):
 
-    trial      4I + 4O + W   inputs, the candidate's clone, the guard's copy, a determinism clone;
-                             the reference's answer and three candidate answers (first trial)
-    family     4I + 3O + W   inputs, their generation, a clone for each model, the guard's copy;
-                             two reference answers (the family must be defined) and the candidate's
+    trial      4I + 5O + W   inputs, the candidate's clone, the guard's copy, a determinism clone;
+                             the reference's answer, three candidate answers (first trial) and the
+                             guard's snapshot of the newest one (stream-race check)
+    family     4I + 4O + W   inputs, their generation, a clone for each model, the guard's copy;
+                             two reference answers (the family must be defined), the candidate's and
+                             the guard's snapshot of it
     shape      family costs scaled by the grown batch (``SHAPE_GROWTH``)
     timing     (k + 3)I + 2O + W   k rotating input sets, fresh re-check inputs, their pristine clone,
                              the reference's and the candidate's answers
@@ -90,11 +92,11 @@ class MemoryPlan:
 
 
 def trial_bytes(f: Footprint) -> int:
-    return 4 * f.inputs + 4 * f.outputs + f.workspace
+    return 4 * f.inputs + 5 * f.outputs + f.workspace
 
 
 def family_bytes(f: Footprint, scale: float = 1.0) -> int:
-    return int(scale * (4 * f.inputs + 3 * f.outputs + f.workspace))
+    return int(scale * (4 * f.inputs + 4 * f.outputs + f.workspace))
 
 
 def timing_bytes(f: Footprint, sets: int) -> int:
@@ -160,11 +162,12 @@ def size(n: float) -> str:
 
 
 def free_bytes(device: torch.device, budget_gb: float | None) -> tuple[int, str]:
-    """Free memory the judge may plan with, after releasing its own cached blocks: the device's (CUDA: the
-    driver's free memory; CPU: available RAM) or the configured budget when it is smaller."""
-    release(device)
+    """Free memory the judge may plan with: the device's (CUDA: the driver's free memory plus the blocks the
+    allocator caches unused, which it gives back itself before failing an allocation; CPU: available RAM),
+    or the configured budget when it is smaller."""
     if device.type == "cuda":
-        free = int(torch.cuda.mem_get_info(device)[0])
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        free = int(torch.cuda.mem_get_info(device)[0]) + max(0, cached)
     else:
         free = _host_available()
     if budget_gb is not None and budget_gb * GiB < free:

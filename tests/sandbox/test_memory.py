@@ -24,9 +24,10 @@ def test_plan_for_the_largest_kernelbench_footprints():
     pool = plan(Footprint(16 * GiB, GiB // 8), H200_FREE, FAMILIES, 3)
     assert pool.timing_sets == 1 and not pool.families_skipped and pool.shape_growth == 1.0
     assert pool.headroom_ok and pool.trials_fit
-    # L1 39_L2Norm_: 8 GiB in, 8 GiB out: the grown batch still fits.
+    # L1 39_L2Norm_: 8 GiB in, 8 GiB out: every family, not a 1.5x batch (the family would skip it anyway).
     norm = plan(Footprint(8 * GiB, 8 * GiB), H200_FREE, FAMILIES, 3)
-    assert norm.timing_sets == 1 and norm.shape_growth == 1.5 and norm.headroom_ok
+    assert norm.timing_sets == 1 and not norm.families_skipped and norm.shape_growth == 1.0
+    assert norm.headroom_ok and norm.headroom_bytes >= 32 * GiB
     # A small task: every set it asks for, growth, and the whole rest as headroom.
     small = plan(Footprint(2**20, 2**20, 2**20), H200_FREE, FAMILIES, 3)
     assert small.timing_sets == 3 and small.shape_growth == 1.5
@@ -35,11 +36,13 @@ def test_plan_for_the_largest_kernelbench_footprints():
 
 def test_plan_under_a_small_budget_skips_families_and_says_why():
     f = Footprint(GiB, GiB)
-    tight = plan(f, 14 * GiB, FAMILIES, 3)  # 7 GiB per family + 4 GiB headroom fits; growth does not
+    tight = plan(f, 14 * GiB, FAMILIES, 3)  # 8 GiB per family + 4 GiB headroom fits; growth does not
     assert not tight.families_skipped and tight.shape_growth == 1.0 and tight.timing_sets == 3
-    tiny = plan(f, 9 * GiB, FAMILIES, 3, free_source="budget")
+    tiny = plan(f, 10 * GiB, FAMILIES, 3, free_source="budget")
     assert set(tiny.families_skipped) == set(FAMILIES) and tiny.timing_sets == 1
-    assert "needs 7.00 GiB plus 4.00 GiB of headroom" in tiny.families_skipped["zeros"]
+    assert "needs 8.00 GiB plus 4.00 GiB of headroom for the candidate, 9.50 GiB usable" in (
+        tiny.families_skipped["zeros"]
+    )
     assert tiny.trials_fit and not tiny.headroom_ok  # the trials run anyway; an OOM then is the judge's
     d = tiny.to_dict()
     assert d["footprint"]["total"] == 2 * GiB and d["free_source"] == "budget" and d["headroom_ok"] is False
@@ -49,10 +52,12 @@ def test_plan_under_a_small_budget_skips_families_and_says_why():
 
 def test_the_retry_plan_is_smaller():
     f = Footprint(GiB, GiB)
-    first, retry = plan(f, 17 * GiB, FAMILIES, 3), plan(f, 17 * GiB, FAMILIES, 3, retry=True)
+    first, retry = plan(f, 25 * GiB, FAMILIES, 3), plan(f, 25 * GiB, FAMILIES, 3, retry=True)
     assert (first.timing_sets, first.shape_growth, first.families_skipped) == (3, 1.5, {})
-    assert (retry.timing_sets, retry.shape_growth) == (1, 1.0)
-    assert set(retry.families_skipped) == set(FAMILIES)  # 2 x 7 GiB + 4 GiB headroom > 16.5 GiB usable
+    assert (retry.timing_sets, retry.shape_growth, retry.families_skipped) == (1, 1.0, {})
+    assert not plan(f, 19 * GiB, FAMILIES, 3).families_skipped  # 8 GiB + 4 GiB headroom <= 18.5 GiB usable
+    tight = plan(f, 19 * GiB, FAMILIES, 3, retry=True)
+    assert set(tight.families_skipped) == set(FAMILIES)  # the retry wants 2 x 8 GiB + 4 GiB
 
 
 def test_what_counts_as_out_of_memory():
