@@ -9,7 +9,16 @@ import pytest
 from kernels_env.rules import policies, rewards
 from kernels_env.rules import protocols as presets
 from kernels_env.rules.config import JudgeConfig
-from kernels_env.rules.result import CORRECT, FAILURES, NOT_RUN, REJECTED, STATUSES, new_result, validate
+from kernels_env.rules.result import (
+    CORRECT,
+    FAILURES,
+    NO_VERDICT,
+    NOT_RUN,
+    REJECTED,
+    STATUSES,
+    new_result,
+    validate,
+)
 
 
 def speed(t0: float, t: float) -> float:
@@ -117,7 +126,7 @@ def test_policy_guard_seam_is_the_guard_in_the_judge():
 def test_result_schema():
     r = new_result(status=CORRECT, stage="done")
     validate(r)
-    assert set(STATUSES) == set(FAILURES) | {CORRECT, NOT_RUN}
+    assert set(STATUSES) == set(FAILURES) | {CORRECT} | set(NO_VERDICT)  # judge/reference errors: no reward
     with pytest.raises(ValueError, match="names the check"):
         validate(new_result(status=REJECTED, stage="correctness"))
     with pytest.raises(ValueError):
