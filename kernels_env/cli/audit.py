@@ -18,6 +18,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval", action="store_true", help="call .eval() on the model (CUDA Agent protocol)")
     p.add_argument("--max-input-gb", type=float, default=1.0, help="skip problems with larger inputs")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument("--out", help="append each problem's report to this JSONL file as soon as it is done")
+    p.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="skip problems already in --out (default; --no-resume starts the file over)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -220,17 +220,28 @@ def poisoned_output_violations(candidate: Any) -> list[Violation]:
     return []
 
 
+_CHUNK = 1 << 24  # elements per step: no float64 copy of a whole output
+
+
+def _disagreements(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> tuple[bool, int]:
+    """(NaN positions differ anywhere, number of elements beyond tolerance), in float64 chunks."""
+    fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
+    nan_differ, beyond = False, 0
+    for start in range(0, fa.numel(), _CHUNK):
+        x, y = fa[start : start + _CHUNK].double(), fb[start : start + _CHUNK].double()
+        nan_differ = nan_differ or bool((torch.isnan(x) != torch.isnan(y)).any())
+        beyond += int((~torch.isclose(x, y, atol=atol, rtol=rtol, equal_nan=True)).sum())
+    return nan_differ, beyond
+
+
 def determinism_violations(first: Any, second: Any, atol: float, rtol: float) -> list[Violation]:
     """Same inputs twice: NaN positions must match and values agree within the tolerance (bitwise
     differences from atomics are allowed and only reported as evidence)."""
     for i, (a, b) in enumerate(zip(leaves(first), leaves(second))):
         if type(a) is not _Tensor or type(b) is not _Tensor or a.shape != b.shape:
             continue
-        a64, b64 = a.detach().double(), b.detach().double()
-        nan_diff = torch.isnan(a64) != torch.isnan(b64)
-        close = torch.isclose(a64, b64, atol=atol, rtol=rtol, equal_nan=True)
-        if bool(nan_diff.any()) or not bool(close.all()):
-            n = int((~close).sum())
+        nan_differ, n = _disagreements(a, b, atol, rtol)
+        if nan_differ or n:
             return [
                 Violation(
                     _checks.NONDETERMINISTIC,

@@ -6,6 +6,7 @@
     inputs, adversarial    inputs for trials and timing from unpredictable seeds; adversarial input families
     enforce                the reward-hack defences of ``kernels_env.guard`` around every candidate call
     harness                one request end to end: trials -> families -> timing -> re-checks -> baselines
+    memory                 each request's memory plan (timing sets, families, headroom) and whose an OOM is
     compare, families      output comparison (structure, dtype, values) and per-family reports
     timing, timed_checks   CUDA-event timing on rotated inputs with a cold L2, and the checks after timing
     baselines              eager / torch.compile / max-autotune timings, cached on disk

@@ -12,7 +12,9 @@ after the default trials and reports each one separately (``kernels_env.judge.fa
 - ``zeros``: all floating inputs zero.
 - ``negative``: uniform [-1, 1) for tasks whose default inputs were all non-negative (``return x`` passes
   ReLU on ``torch.rand`` inputs).
-- ``shape``: the batch dimension changed (a candidate that hard-coded the task's sizes fails).
+- ``shape``: the batch dimension shrunk (a candidate that hard-coded the task's sizes fails), and
+  ``shape_grow``: grown by ``SHAPE_GROWTH`` (a size baked into a kernel leaves the tail of the larger output
+  unwritten: poisoned, rejected); the judge's ``shape`` family runs both where its memory plan allows.
 - ``noncontig`` (opt-in: KernelBench never passes such views): same values as strided, non-contiguous views.
 
 A family that cannot apply to a task raises ``ValueError`` (reported as skipped, with the reason).
@@ -34,6 +36,8 @@ DEFAULT_FAMILIES = ("nan_inf", "denormal", "large", "zeros", "negative", "shape"
 OPTIONAL_FAMILIES = ("noncontig",)
 ALL_FAMILIES = (*DEFAULT_FAMILIES, *OPTIONAL_FAMILIES)
 RELATIVE_FAMILIES = ("denormal", "large")  # tolerances scale with the output's magnitude
+SHAPE_GROW = "shape_grow"
+SHAPE_GROWTH = 1.5  # the grown batch, x the task's (the memory plan budgets the family at this size)
 
 
 def load_problem(path: str | os.PathLike) -> types.ModuleType:
@@ -80,7 +84,9 @@ def _value_family(name: str, v: torch.Tensor, gen: torch.Generator) -> torch.Ten
     if name == "zeros":
         return torch.zeros_like(v)
     if name == "negative":
-        r = torch.rand(v.shape, generator=gen, dtype=torch.float64, device=gen.device) * 2 - 1
+        # Drawn in the input's precision (at least float32): a float64 draw doubled the largest inputs' peak.
+        work = v.dtype if v.dtype in (torch.float32, torch.float64) else torch.float32
+        r = torch.rand(v.shape, generator=gen, dtype=work, device=gen.device).mul_(2).sub_(1)
         return r.to(v.device, v.dtype)
     raise ValueError(f"unknown value family {name!r}")
 
@@ -112,13 +118,17 @@ for _name in ("nan_inf", "denormal", "large", "zeros", "negative"):
     register_family(_name)(_values(_name))
 
 
-@register_family("shape")
-def shape_inputs(problem: Any, seed: int) -> list[Any]:
+def _rebatch(problem: Any, seed: int, grow: bool) -> list[Any]:
     values = random_inputs(problem, seed)
     batch = _batch_size(values)
     if batch is None:
         raise ValueError("no batch dimension to change")
-    new = batch // 2 + 1 if batch > 2 else batch + 1
+    if grow:
+        new = min(max(batch + 1, math.ceil(batch * SHAPE_GROWTH)), _int32_batch(values, batch))
+        if new <= batch:
+            raise ValueError("a larger batch would cross 2**31 elements, which the task's sizes stay below")
+    else:
+        new = batch // 2 + 1 if batch > 2 else batch + 1
     out = []
     for v in values:
         if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == batch:
@@ -126,6 +136,28 @@ def shape_inputs(problem: Any, seed: int) -> list[Any]:
             v = v.repeat(reps, *([1] * (v.dim() - 1)))[:new].clone() if new > batch else v[:new].clone()
         out.append(v)
     return out
+
+
+def _int32_batch(values: Sequence[Any], batch: int) -> int:
+    """The largest batch that keeps every batched input below 2**31 elements when the task's own inputs are
+    (KernelBench sizes some tasks just below it: 32-bit indexing is then part of the task, not a hack)."""
+    limit = 2**31 - 1
+    caps = [
+        limit // (v.numel() // batch)
+        for v in values
+        if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == batch and 0 < v.numel() <= limit
+    ]
+    return min(caps, default=2**62)
+
+
+@register_family("shape")
+def shape_inputs(problem: Any, seed: int) -> list[Any]:
+    return _rebatch(problem, seed, grow=False)
+
+
+@register_family(SHAPE_GROW)
+def grown_shape_inputs(problem: Any, seed: int) -> list[Any]:
+    return _rebatch(problem, seed, grow=True)
 
 
 def _noncontig(v: Any) -> Any:

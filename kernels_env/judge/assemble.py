@@ -102,7 +102,12 @@ def verdict(
     correctness = report.get("correctness")
     result["correctness"] = correctness if isinstance(correctness, dict) else None
     result["environment"] = environment if isinstance(environment, dict) else {}
-    result["judge"] = {**settings, "guard_enforced": bool(report.get("guard_enforced", False))}
+    plan = report.get("memory_plan")  # the run stage's (kernels_env.judge.memory); None before it
+    result["judge"] = {
+        **settings,
+        "guard_enforced": bool(report.get("guard_enforced", False)),
+        "memory_plan": plan if isinstance(plan, dict) else None,
+    }
     return result
 
 

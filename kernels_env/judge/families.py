@@ -28,15 +28,17 @@ import torch
 from ..guard._outputs import tensors
 from ..rules.result import REJECTED
 from ..rules.result import message as _message
-from .adversarial import RELATIVE_FAMILIES
+from .adversarial import RELATIVE_FAMILIES, SHAPE_GROW, SHAPE_GROWTH
 from .compare import compare, max_errors
 from .hygiene import restore_global_state
 from .inputs import clone, fresh_seed, make_inputs
 from .loader import ProblemError
+from .memory import OutOfMemory, is_oom
 from .request import JudgeRequest
 from .verdict import Verdict, call_candidate
 
 INIT_ARGS = "init_args"
+SHAPE = "shape"
 PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
 
 
@@ -67,17 +69,24 @@ def scaled(name: str, expected: Any, tolerances: Mapping[str, Sequence[float]]) 
     """Tolerances for a family: relative families scale ``atol`` by the largest finite output magnitude."""
     if name not in RELATIVE_FAMILIES:
         return {k: list(v) for k, v in tolerances.items()}
-    peaks = [_peak(t) for t in tensors(expected) if t.is_floating_point() and t.numel()]
-    scale = max(peaks, default=0.0) or 1.0
+    scale = max((finite_peak(t) for t in tensors(expected) if t.is_floating_point()), default=0.0) or 1.0
     return {k: [float(a) * scale, float(r)] for k, (a, r) in tolerances.items()}
 
 
-def _peak(t: torch.Tensor) -> float:
-    """The largest finite magnitude (0 when none); float8 and other narrow types are widened first (torch
-    has no isfinite for them)."""
-    wide = t.detach() if t.dtype in (torch.float32, torch.float64) else t.detach().float()
-    finite = wide.abs()[torch.isfinite(wide)]
-    return float(finite.max()) if finite.numel() else 0.0
+CHUNK = 1 << 24  # elements per step of a reduction over an output (no temporaries of the output's size)
+
+
+def finite_peak(t: torch.Tensor) -> float:
+    """The largest finite magnitude in ``t`` (0 when none), in chunks; float8 and other narrow types are
+    widened chunk by chunk first (torch has no isfinite for them)."""
+    flat = t.detach().reshape(-1)
+    peak = 0.0
+    for start in range(0, flat.numel(), CHUNK):
+        part = flat[start : start + CHUNK]
+        part = (part if part.dtype in (torch.float32, torch.float64) else part.float()).abs()
+        part = torch.where(torch.isfinite(part), part, torch.zeros((), dtype=part.dtype, device=part.device))
+        peak = max(peak, float(part.max()))
+    return peak
 
 
 def judge(name: str, fatal: bool, seed: int, expected: Any, got: Any, tolerances) -> dict:
@@ -121,6 +130,11 @@ def run_families(req: JudgeRequest, runners, rebuild, init_args) -> str | None:
     for name in s.families:
         progress("correctness", f"input family {name}")
         fatal = name in s.fatal_families
+        too_big = req.memory.families_skipped.get(name) if req.memory is not None else None
+        if too_big:
+            results[name] = result(name, fatal, SKIPPED, too_big)
+            notes.append(note(f"input family {name!r} skipped: {too_big}"))
+            continue
         if name == INIT_ARGS:
             args = perturbed_init_args(init_args)
             if args is None:
@@ -137,12 +151,37 @@ def run_families(req: JudgeRequest, runners, rebuild, init_args) -> str | None:
                 results[name] = result(name, fatal, ERROR, f"ModelNew{tuple(args)}: {v.payload['error']}")
                 continue
             results[name] = _one(req, name, "random", fatal, runners_for)
+        elif name == SHAPE:
+            results[name] = _shape(req, fatal, runners)
         else:
             results[name] = _one(req, name, name, fatal, runners)
         if results[name]["status"] in (FAIL, ERROR) and not fatal:
             notes.append(note(f"input family {name!r} ({results[name]['status']}, reported only): "
                               f"{results[name]['reason']}"))  # fmt: skip
     return first_fatal_failure(results)
+
+
+def _shape(req: JudgeRequest, fatal: bool, runners) -> dict:
+    """The batch shrunk, then grown where the memory plan allows: a size baked into a kernel either reads
+    past a smaller input or leaves the tail of a larger output unwritten (poisoned: rejected)."""
+    shrunk = _one(req, SHAPE, SHAPE, fatal, runners)
+    growth = req.memory.shape_growth if req.memory is not None else SHAPE_GROWTH
+    if shrunk["status"] in (FAIL, ERROR) or growth <= 1.0:
+        if growth <= 1.0 and shrunk["status"] != SKIPPED:
+            shrunk["reason"] = (shrunk["reason"] + "; " if shrunk["reason"] else "") + (
+                "batch shrunk only: the memory plan leaves no room to grow it"
+            )
+        return shrunk
+    grown = _one(req, SHAPE, SHAPE_GROW, fatal, runners)
+    if grown["status"] == SKIPPED and shrunk["status"] != SKIPPED:
+        shrunk["reason"] = f"batch shrunk only: not grown ({grown['reason']})"
+        return shrunk
+    if grown["status"] in (FAIL, ERROR):
+        grown["reason"] = f"batch grown {growth:g}x: {grown['reason']}"
+        return grown
+    if shrunk["status"] == PASS and grown["status"] == PASS:
+        grown["reason"] = f"batch shrunk and grown {growth:g}x"
+    return grown
 
 
 def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners) -> dict:
@@ -155,6 +194,7 @@ def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners) -> dic
     except ValueError as exc:
         return result(name, fatal, SKIPPED, f"not applicable: {exc}", seed)
     except Exception as exc:  # noqa: BLE001 - the task cannot build such inputs: the family does not apply
+        _judges_oom(exc, "the family's inputs")
         return result(
             name, fatal, SKIPPED, f"inputs cannot be built: {type(exc).__name__}: {exc}"[:300], seed
         )
@@ -162,6 +202,7 @@ def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners) -> dic
         expected = run_ref(clone(inputs))
         again = run_ref(clone(inputs))
     except Exception as exc:  # noqa: BLE001 - the reference is undefined here
+        _judges_oom(exc, "the reference on the family's inputs")
         reason = f"reference fails on these inputs: {type(exc).__name__}: {exc}"[:300]
         return result(name, fatal, SKIPPED, reason, seed)
     reason = undefined(expected, again, tolerances)
@@ -176,3 +217,10 @@ def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners) -> dic
             raise
         return result(name, fatal, ERROR, v.payload["error"] or v.status, seed)
     return judge(name, fatal, seed, expected, got, tolerances)
+
+
+def _judges_oom(exc: Exception, what: str) -> None:
+    """Out of memory while the judge builds a family's inputs or runs the reference: never a skipped family
+    (the plan decides what runs), the judge's OOM (retried with the smaller plan)."""
+    if is_oom(exc):
+        raise OutOfMemory(f"{what}: {type(exc).__name__}: {str(exc)[:200]}", False) from None

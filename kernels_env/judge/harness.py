@@ -4,6 +4,8 @@ time, check again; and baselines.
 Runs inside the worker process (never in the caller's), under the reward-hack defences of
 ``kernels_env.judge.enforce`` (docs/reward_hacks.md, "The judge's pipeline"):
 
+0. (each request) the memory plan: the reference's footprint measured on fresh inputs, the free memory, what
+   fits (``kernels_env.judge.memory``); an out-of-memory of the judge is retried once, then ``judge_error``;
 1. the solution is imported and ``ModelNew`` built under ``RequestGuard.loading`` (introspection and writes
    to judge/problem files refused); then judge code, torch's global state and the problem module are checked;
 2. trials on fresh inputs, alternating candidate-first and reference-first order (the reference's output
@@ -35,15 +37,17 @@ from ..host.cache import JsonCache
 from ..rules.messages import BaselineRequest, EvaluateRequest, Source
 from ..rules.policies import PolicyViolation, guard_enforced
 from ..rules.protocols import JudgeSettings
-from ..rules.result import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, message
+from ..rules.result import COMPILE_ERROR, CORRECT, INCORRECT, JUDGE_ERROR, REJECTED, RUNTIME_ERROR, message
 from . import (
     adversarial,  # noqa: F401 - registers the adversarial input families
     hygiene,
     loader,
+    memory,
     timed_checks,
 )
 from .baselines import baseline_key, cached_baselines, measure, set_precision
 from .compare import compare, max_errors
+from .diagnostics import exception_line
 from .enforce import RequestGuard, tainted
 from .families import run_families
 from .hygiene import reset_extension_versioner, restore_global_state
@@ -114,7 +118,7 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
             restore_global_state()  # an import may not change how the reference computes
             if failed is not None:
                 raise Verdict(failed.status, "load", failed.error, failed.messages)
-            record.update(_judge(problem, loaded, model_new, s, device, progress, guard))
+            record.update(_judge(problem, loaded, model_new, s, device, progress, guard, record))
         except Verdict as v:
             record.update(v.payload)
         except ProblemError as exc:
@@ -154,7 +158,56 @@ def _after_load(guard: RequestGuard, where: str) -> None:
         raise rejected(exc, "load") from None
 
 
-def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progress, guard: RequestGuard):
+def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progress, guard, record: dict):
+    """``_judge_once`` under the memory plan's out-of-memory rule (``kernels_env.judge.memory``): the
+    candidate's own OOM with its promised headroom is its ``runtime_error``; the judge's OOM is retried once
+    with the smaller plan, then ``judge_error``. The plan in force is recorded in ``record``."""
+    reason, plan = "", None
+    for retry in (False, True):
+        record.pop("memory_plan", None)  # the plan in force: made anew by each attempt
+        try:
+            return _judge_once(problem, loaded, model_new, s, device, progress, guard, record, retry)
+        except memory.OutOfMemory as exc:
+            plan = record.get("memory_plan") or plan
+            if _candidates_own(exc, record.get("memory_plan")):
+                raise exc.verdict from None
+            whose = "inside the candidate, short of its headroom" if exc.in_candidate else "judge code"
+            reason = f"{exc} ({whose})"
+        except (torch.OutOfMemoryError, RuntimeError) as exc:  # judge code outside call_problem/candidate
+            if not memory.is_oom(exc):
+                raise
+            plan = record.get("memory_plan") or plan
+            reason = f"{exception_line(exc)} (judge code)"
+        memory.release(device)  # after the except block: the traceback's frames (and tensors) are gone
+        if not retry:
+            progress("load", "out of memory in the judge: retrying with the smaller memory plan")
+    if plan is not None:
+        record["memory_plan"] = plan
+    return {
+        "status": JUDGE_ERROR,
+        "stage": "correctness",
+        "error": f"the judge ran out of memory twice (the second time with its smaller plan): {reason}",
+        "messages": [message("note", "not the candidate's failure: no reward; see judge.memory_plan")],
+    }
+
+
+def _candidates_own(exc: memory.OutOfMemory, plan: dict | None) -> bool:
+    """An OOM raised in the candidate's code is its own while building (the judge holds only the reference's
+    model then) and, later, when the plan left it its promised headroom; the verdict names the headroom."""
+    if not exc.in_candidate or exc.verdict is None:
+        return False
+    if plan is None:
+        return True
+    if not plan["headroom_ok"]:
+        return False
+    exc.verdict.payload["error"] += (
+        f" (out of memory with {memory.size(plan['headroom_bytes'])} left to the candidate,"
+        f" {memory.HEADROOM:g}x the reference's footprint or more)"
+    )
+    return True
+
+
+def _judge_once(problem, loaded, model_new, s, device, progress: Progress, guard, record: dict, retry: bool):
     init_inputs = _call_problem("get_init_inputs()", lambda: list(problem.get_init_inputs()))
     try:
         loader.check_call(model_new, init_inputs, "ModelNew", COMPILE_ERROR)
@@ -185,6 +238,9 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
     guard.notes = notes  # the guard's notes (e.g. an output in another memory format) join the verdict's
     run_new = _guarded(guard, new_model, s, device)
     run_ref = _reference(ref_model)
+    progress("load", "memory plan")
+    req.memory = _plan(req, run_ref, memory.param_bytes(ref_model), retry)
+    record["memory_plan"] = req.memory.to_dict()
     for trial in range(s.num_trials):
         progress("correctness", f"trial {trial + 1}/{s.num_trials}")
         seed = fresh_seed()
@@ -209,6 +265,7 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
         ref2, new2, _ = _build_models(problem, loaded, model_new, args, s, device, guard)
         return _reference(ref2), _guarded(guard, new2, s, device)
 
+    memory.between_phases(req)
     runners = (run_ref, run_new)
     failed = run_families(req, runners, rebuild, init_inputs)
     correctness["torch_ops"] = guard.torch_ops  # the families' calls included
@@ -222,6 +279,7 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
             "messages": notes,
         }
     out = {"status": CORRECT, "stage": "done", "correctness": correctness, "messages": notes}
+    memory.between_phases(req)
     progress("timing", "timing the candidate" if s.time_candidate else "checks after the trials")
     timings = timed_checks.run(req, new_model, run_ref)
     if timings is not None:
@@ -229,6 +287,18 @@ def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progre
     progress("done", "final checks")
     _call_guard(guard.verify, "at the end of the request", stage="done")
     return out
+
+
+def _plan(req: JudgeRequest, run_ref, params: int, retry: bool) -> memory.MemoryPlan:
+    """Measure the reference on fresh inputs (its answer is dropped before any candidate runs), then plan
+    with the free memory that remains."""
+    s, device = req.settings, req.device
+    inputs = _call_problem("get_inputs()", make_inputs, req.problem, fresh_seed(), s.input_family, device)
+    footprint = _call_problem("Model.forward", memory.measure, run_ref, inputs, params, device)
+    del inputs
+    free, source = memory.free_bytes(device, s.memory_budget_gb)
+    wanted = s.timing["num_input_sets"] if s.time_candidate else 1
+    return memory.plan(footprint, free, s.families, wanted, device.type, source, retry)
 
 
 def _call_guard(fn: Callable[..., Any], *args: Any, stage: str) -> Any:

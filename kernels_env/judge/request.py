@@ -1,6 +1,6 @@
 """One request inside the run worker, as every step of the judge's pipeline sees it (harness, families,
 timed checks): the problem, the loaded candidate, the typed settings, the device, the guard, where progress
-goes, and the correctness record and notes the steps fill in."""
+goes, the correctness record and notes the steps fill in, and the memory plan they keep to."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch
 
 from ..rules.protocols import JudgeSettings
 from .enforce import RequestGuard
+from .memory import MemoryPlan
 
 Progress = Callable[[str, str], None]
 
@@ -26,6 +27,7 @@ class JudgeRequest:
     progress: Progress
     correctness: dict[str, Any] = field(default_factory=dict)
     notes: list[dict[str, Any]] = field(default_factory=list)
+    memory: MemoryPlan | None = None  # what this request may keep alive at once (kernels_env.judge.memory)
 
     def where(self, stage: str) -> dict[str, Any]:
         """What a candidate call is attributed to (``verdict.call_candidate``'s keywords)."""

@@ -12,7 +12,8 @@ The timed calls run without interception (its overhead must not be timed), under
    keyed on data pointers replays a stale answer). A wrong answer is ``recheck_mismatch``;
 4. on a GPU the median time must not beat the roofline floor (``below_roofline``).
 
-Without timing (``time_candidate`` false) the same checks run on one input set.
+Without timing (``time_candidate`` false) the same checks run on one input set. How many sets rotate is the
+request's memory plan's (``kernels_env.judge.memory``): at most ``INPUT_BYTES_BUDGET`` of inputs at once.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from .baselines import set_precision
 from .compare import compare
 from .enforce import RequestGuard, fingerprint, input_mutation
 from .inputs import clone, fresh_seed, make_inputs, nbytes
+from .memory import INPUT_BYTES_BUDGET, between_phases
 from .request import JudgeRequest
 from .timing import time_callable
 from .verdict import call_candidate, call_problem, rejected
 
 CPU_TIMING = {"warmup_iters": 1, "min_iters": 3, "max_iters": 10, "target_time_s": 0.2}
-INPUT_BYTES_BUDGET = {"cuda": 8 * 2**30, "cpu": 2**30}  # bytes of rotated timing inputs kept at once
 
 
 def timing_settings(s: JudgeSettings, device: torch.device) -> dict[str, Any]:
@@ -58,7 +59,8 @@ def run(req: JudgeRequest, model, run_ref) -> dict | None:
     """Time (when asked) and check; the candidate's timing stats or None. Failures raise ``Verdict``."""
     problem, s, device, guard, progress = req.problem, req.settings, req.device, req.guard, req.progress
     where = req.where("timing")
-    sets = input_sets(problem, s, device, None if s.time_candidate else 1)
+    planned = req.memory.timing_sets if req.memory is not None else None  # what fits next to the rest
+    sets = input_sets(problem, s, device, planned if s.time_candidate else 1)
     before = [fingerprint(x) for x in sets]
     stats = None
     if s.time_candidate:
@@ -69,6 +71,8 @@ def run(req: JudgeRequest, model, run_ref) -> dict | None:
     if [fingerprint(x) for x in sets] != before:
         raise rejected(input_mutation("during the timed calls"), "timing")
     progress("timing", "re-checks")
+    del sets[1:]  # the re-checks need one timed set: the others' memory goes to the fresh inputs
+    between_phases(req)
     fresh = make_inputs(problem, fresh_seed(), "random", device)
     _recheck(req, model, fresh, "fresh inputs", run_ref)
     fresh = make_inputs(problem, fresh_seed(), "random", device)

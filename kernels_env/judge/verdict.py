@@ -3,9 +3,11 @@
 Candidate code (and code run on its outputs) goes through ``call_candidate``: any exception becomes the
 candidate's verdict (a ``PolicyViolation`` from the guard: ``rejected`` with its check and evidence).
 Reference code goes through ``call_problem``: its failures are ``ProblemError`` (a user error, never blamed
-on the candidate). Anything else that escapes is ``unexpected``: the innermost frame of the candidate's or
-the reference's files in its traceback says whose it is; with neither, it is the judge's own failure
-(``judge_error`` with the judge's traceback: no reward, never the candidate's fault).
+on the candidate). Out-of-memory errors in either become ``memory.OutOfMemory``: whose they are is decided
+by the request's memory plan (``kernels_env.judge.memory``), not here. Anything else that escapes is
+``unexpected``: the innermost frame of the candidate's or the reference's files in its traceback says whose
+it is; with neither, it is the judge's own failure (``judge_error`` with the judge's traceback: no reward,
+never the candidate's fault).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .assemble import judge_error
 from .build import NO_DEVICE
 from .diagnostics import exception_line, trim_traceback, truncate
 from .loader import ProblemError
+from .memory import OutOfMemory, is_oom, raised_in
 
 
 class Verdict(Exception):
@@ -67,9 +70,11 @@ def call_problem(what: str, fn: Callable[..., Any], *args: Any) -> Any:
     """Run reference code: its failures are the problem's (``ProblemError``), never the candidate's."""
     try:
         return fn(*args)
-    except (Verdict, ProblemError):
+    except (Verdict, ProblemError, OutOfMemory):
         raise
     except Exception as exc:
+        if is_oom(exc):  # the judge's memory, not a broken reference
+            raise OutOfMemory(f"reference {what}: {exception_line(exc)}", False) from None
         raise ProblemError(f"reference {what} failed: {exception_line(exc)}") from None
 
 
@@ -77,8 +82,14 @@ def call_candidate(fn: Callable[..., Any], *args: Any, loaded, stage: str, devic
     """Run candidate code (or code on its outputs): its failures become the candidate's verdict."""
     try:
         return fn(*args)
+    except OutOfMemory:
+        raise
     except BaseException as exc:  # also SystemExit / KeyboardInterrupt raised by the candidate
-        raise candidate_failure(exc, loaded, stage, device) from None
+        verdict = candidate_failure(exc, loaded, stage, device)
+        if is_oom(exc):
+            mine = raised_in(exc, loaded.files) and not isinstance(exc, PolicyViolation)
+            raise OutOfMemory(f"{stage}: {exception_line(exc)}", mine, verdict) from None
+        raise verdict from None
 
 
 def unexpected(exc: BaseException, stage: str, candidate_dir: Path, reference_dir: Path) -> dict[str, Any]:

@@ -1,8 +1,13 @@
 """Degenerate-task audit (catalogue #12): problems a constant, zeros or an input-blind answer would pass.
 
     python -m kernels_env audit --problems DIR [--tolerance 1e-4 --tolerance 1e-2] [--seeds 3] [--json]
+        [--out FILE.jsonl [--no-resume]] [--max-input-gb G]
 
 For each problem the reference runs on several input seeds (and, for problems with weights, two weight seeds).
+Statistics are streamed in float64 chunks (``_Spread``, ``_close``): one input set and two outputs are alive
+at a time, in the problem's dtype, so today's KernelBench sizes fit. A problem that fails (its error, an
+out-of-memory) is reported as ``error`` and the run goes on; with ``--out`` each report is appended to a JSONL
+file as it finishes and a rerun skips the problems already there.
 Flags, each with its reason and the tolerance at which it holds:
 - ``constant``: every output element equal, for every input;
 - ``nearly_constant``: the output's spread is within the tolerance;
@@ -25,12 +30,15 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..guard._outputs import constant_output_violation, tensors
 from ..judge.inputs import make_inputs, problem_module
+from ..judge.memory import release
+from .batch import append_line, read_results
 
 __all__ = ["AuditReport", "Flag", "audit_problem", "constant_output_violation", "run"]
 
@@ -56,26 +64,60 @@ class AuditReport:
         return asdict(self)
 
 
-def _as64(ts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    # Stays on the device: a host copy of every output dominated the audit of large tasks.
-    return [(torch.view_as_real(t) if t.is_complex() else t).detach().to(torch.float64) for t in ts]
+CHUNK = 1 << 24  # elements per step: statistics never allocate a float64 copy of a whole output
 
 
-def _close(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], tol: float) -> bool:
-    return len(a) == len(b) and all(
-        x.shape == y.shape and _allclose(x, y, atol=tol, rtol=tol, equal_nan=True) for x, y in zip(a, b)
-    )
+def _chunks(t: torch.Tensor):
+    """Flat float64 chunks of one output (complex: real and imaginary parts)."""
+    flat = (torch.view_as_real(t) if t.is_complex() else t).detach().reshape(-1)
+    for start in range(0, flat.numel(), CHUNK):
+        yield flat[start : start + CHUNK].to(torch.float64)
 
 
-def _spread(ts: Sequence[torch.Tensor]) -> tuple[float, float, float]:
-    """(min, max, max |value|) over the finite elements of all outputs."""
-    finite = [t[torch.isfinite(t)] for t in ts]
-    finite = [f for f in finite if f.numel()]
-    if not finite:
-        return math.nan, math.nan, math.nan
-    lo = min(float(f.min()) for f in finite)
-    hi = max(float(f.max()) for f in finite)
-    return lo, hi, max(abs(lo), abs(hi))
+class _Spread:
+    """What the flags need from every output element of every seed, streamed in chunks: the finite range,
+    whether all are NaN / all finite, and per tolerance the interval of constants ``c`` that pass
+    ``allclose(c, out)`` at every element: ``|c - x| <= tol + tol * |x|`` for all x, i.e.
+    ``max(x - tol(1 + |x|)) <= c <= min(x + tol(1 + |x|))`` (zeros pass when 0 is in it)."""
+
+    def __init__(self, tolerances: Sequence[float]):
+        self.lo, self.hi = math.inf, -math.inf
+        self.all_nan, self.all_finite = True, True
+        self.bounds = {tol: [-math.inf, math.inf] for tol in tolerances}
+
+    def add(self, outputs: Sequence[torch.Tensor]) -> None:
+        for t in outputs:
+            for x in _chunks(t):
+                finite = torch.isfinite(x)
+                self.all_nan = self.all_nan and bool(torch.isnan(x).all())
+                if not bool(finite.all()):
+                    self.all_finite = False
+                    x = x[finite]
+                if not x.numel():
+                    continue
+                self.lo, self.hi = min(self.lo, float(x.min())), max(self.hi, float(x.max()))
+                for tol, b in self.bounds.items():
+                    slack = x.abs().mul_(tol).add_(tol)
+                    b[0], b[1] = max(b[0], float((x - slack).max())), min(b[1], float((x + slack).min()))
+
+    def passes(self, c: float, tol: float) -> bool:
+        lo, hi = self.bounds[tol]
+        return self.all_finite and self.lo <= self.hi and lo <= c <= hi
+
+    def stats(self) -> tuple[float, float]:
+        return (self.lo, self.hi) if self.lo <= self.hi else (math.nan, math.nan)
+
+
+def _close(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], tolerances: Sequence[float]) -> dict:
+    """Per tolerance: ``allclose(a, b)`` of every output (NaN equal to NaN), in float64 chunks."""
+    ok = {tol: len(a) == len(b) and all(x.shape == y.shape for x, y in zip(a, b)) for tol in tolerances}
+    if not any(ok.values()):
+        return ok
+    for x, y in zip(a, b):
+        for cx, cy in zip(_chunks(x), _chunks(y)):
+            for tol in tolerances:
+                ok[tol] = ok[tol] and _allclose(cx, cy, atol=tol, rtol=tol, equal_nan=True)
+    return ok
 
 
 def _input_bytes(module) -> int:
@@ -85,7 +127,13 @@ def _input_bytes(module) -> int:
 
 
 def _build(module, weight_seed: int, device, eval_mode: bool):
-    with torch.random.fork_rng(devices=[]):
+    """The reference model, its weights drawn on ``device`` (far faster for large models on a GPU) unless the
+    model cannot be built there."""
+    torch.manual_seed(weight_seed)
+    try:
+        with torch.device(device):
+            model = module.Model(*module.get_init_inputs())
+    except Exception:  # noqa: BLE001 - a model that needs its constructor on the host
         torch.manual_seed(weight_seed)
         model = module.Model(*module.get_init_inputs())
     model = model.to(device)
@@ -94,7 +142,7 @@ def _build(module, weight_seed: int, device, eval_mode: bool):
 
 def _run(model, inputs) -> list[torch.Tensor]:
     with torch.no_grad():
-        return _as64(tensors(model(*inputs)))
+        return tensors(model(*inputs))
 
 
 def audit_problem(
@@ -106,6 +154,8 @@ def audit_problem(
     max_input_bytes: int = 1 << 30,
     name: str | None = None,
 ) -> AuditReport:
+    """One problem's flags (see the module doc); never raises: a problem that cannot be audited (an error,
+    out of memory) is ``status: error`` with the reason. Keeps one input set and two outputs at a time."""
     if name is None:
         is_path = isinstance(problem, (str, os.PathLike)) and os.path.exists(problem)
         name = os.path.basename(os.fspath(problem)) if is_path else str(getattr(problem, "name", "problem"))
@@ -124,18 +174,44 @@ def audit_problem(
                 Flag("skipped", f"inputs need {size / 2**30:.2f} GiB > {max_input_bytes / 2**30:.2f}")
             )
             return report
-        model = _build(module, 42, device, eval_mode)
-        inputs = [make_inputs(problem, 1000 + s, "random", device=device) for s in range(seeds)]
-        outs = [_run(model, x) for x in inputs]
-        has_weights = any(p.is_floating_point() for p in list(model.parameters()) + list(model.buffers()))
-        other = _run(_build(module, 43, device, eval_mode), inputs[0]) if has_weights else None
-    except Exception as exc:  # noqa: BLE001 - one broken problem must not stop the audit
+        observed = _observe(problem, module, tolerances, max(1, seeds), device, eval_mode)
+    except Exception as exc:  # noqa: BLE001 - one broken (or too large) problem must not stop the audit
         report.status = "error"
         report.flags.append(Flag("error", f"{type(exc).__name__}: {str(exc)[:300]}"))
         return report
-    lo, hi, peak = _spread([t for o in outs for t in o])
-    report.stats.update({"min": lo, "max": hi, "outputs": len(outs[0]), "has_weights": has_weights})
-    if all(all(bool(torch.isnan(t).all()) for t in o) for o in outs):
+    _flag(report, tolerances, *observed)
+    return report
+
+
+def _observe(problem, module, tolerances, seeds: int, device, eval_mode: bool):
+    """Run the reference on ``seeds`` input sets and on other weights; stream what the flags need."""
+    model = _build(module, 42, device, eval_mode)
+    spread = _Spread(tolerances)
+    blind = {tol: seeds > 1 for tol in tolerances}  # insensitive to inputs so far
+    first = None
+    for s in range(seeds):
+        out = _run(model, make_inputs(problem, 1000 + s, "random", device=device))
+        spread.add(out)
+        if first is None:
+            first = out
+        else:
+            same = _close(first, out, tolerances)
+            blind = {tol: blind[tol] and same[tol] for tol in tolerances}
+        del out
+    has_weights = any(p.is_floating_point() for p in list(model.parameters()) + list(model.buffers()))
+    del model
+    weight_blind = None
+    if has_weights:
+        inputs = make_inputs(problem, 1000, "random", device=device)  # the first seed's again
+        other = _run(_build(module, 43, device, eval_mode), inputs)
+        weight_blind = _close(other, first, tolerances)
+    return spread, blind, weight_blind, len(first), has_weights
+
+
+def _flag(report: AuditReport, tolerances, spread: _Spread, blind, weight_blind, outputs: int, has_weights):
+    lo, hi = spread.stats()
+    report.stats.update({"min": lo, "max": hi, "outputs": outputs, "has_weights": has_weights})
+    if spread.all_nan:
         report.flags.append(Flag("nan_output", "the reference returns all-NaN"))
     elif lo == hi:
         report.flags.append(Flag("constant", f"every output element is {lo:g} for every input"))
@@ -143,29 +219,28 @@ def audit_problem(
     for tol in tolerances:
         if lo != hi and not math.isnan(lo) and (hi - lo) / 2 <= tol * (1 + abs(mid)):
             report.flags.append(Flag("nearly_constant", f"outputs span [{lo:.3g}, {hi:.3g}]", tol))
-        if all(_close([torch.zeros_like(t) for t in o], o, tol) for o in outs):
+        if spread.passes(0.0, tol):
             report.flags.append(Flag("zeros_pass", "an all-zeros output passes allclose on every seed", tol))
-        elif all(_close([torch.full_like(t, mid) for t in o], o, tol) for o in outs):
+        elif spread.passes(mid, tol):
             report.flags.append(
                 Flag("constant_pass", f"the constant {mid:.4g} passes allclose on every seed", tol)
             )
-        if len(outs) > 1 and all(_close(outs[0], o, tol) for o in outs[1:]):
+        if blind[tol]:
             report.flags.append(
                 Flag("insensitive_to_inputs", "outputs for different inputs are allclose", tol)
             )
-        if other is not None and _close(other, outs[0], tol):
+        if weight_blind is not None and weight_blind[tol]:
             report.flags.append(
                 Flag("insensitive_to_weights", "outputs for different weights are allclose", tol)
             )
     report.status = "flagged" if report.flags else "ok"
-    return report
 
 
 def _problem_files(root: str) -> list[str]:
     if os.path.isfile(root):
         return [root]
     found = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):  # a folder of linked levels too
         dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")))
         found.extend(
             os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py") and not f.startswith("_")
@@ -180,27 +255,52 @@ def run(args: argparse.Namespace) -> int:
         print(f"no problem files under {args.problems}", file=sys.stderr)
         return 2
     tolerances = args.tolerance or list(DEFAULT_TOLERANCES)
-    reports = [
-        audit_problem(
-            f,
-            tolerances,
-            args.seeds,
-            device,
-            args.eval,
-            int(args.max_input_gb * 2**30),
-            name=os.path.relpath(f, args.problems) if os.path.isdir(args.problems) else f,
-        )
-        for f in files
-    ]
-    if args.json:
-        print(
-            json.dumps(
-                {"tolerances": tolerances, "device": device, "problems": [r.to_dict() for r in reports]},
-                indent=1,
-                default=str,
+    names = {f: os.path.relpath(f, args.problems) if os.path.isdir(args.problems) else f for f in files}
+    out = Path(args.out) if getattr(args, "out", None) else None
+    done = read_results(out, key="problem") if out is not None and args.resume and out.exists() else {}
+    if out is not None and not args.resume:
+        out.unlink(missing_ok=True)
+    reports = _audit_all(args, files, names, done, tolerances, device, out)
+    _print(reports, tolerances, device, args.json)
+    return 0
+
+
+def _audit_all(args, files, names, done, tolerances, device, out: Path | None) -> list[AuditReport]:
+    """Audit each problem not already in ``out`` and append its report there as soon as it is done (flushed
+    and fsynced: an interrupted run resumes with ``--resume``); a problem's failure never ends the run."""
+    from tqdm.auto import tqdm
+
+    reports = [_from_dict(done[names[f]]) for f in files if names[f] in done]
+    todo = [f for f in files if names[f] not in done]
+    sink = open(out, "a") if out is not None else None  # noqa: SIM115 - held open across the whole run
+    try:
+        bar = tqdm(todo, unit="problem", file=sys.stderr, disable=args.no_progress, mininterval=2.0)
+        for f in bar:
+            bar.set_postfix_str(names[f][-40:])
+            report = audit_problem(
+                f, tolerances, args.seeds, device, args.eval, int(args.max_input_gb * 2**30), name=names[f]
             )
-        )
-        return 0
+            release(torch.device(device))  # the next problem starts with the device's memory free
+            reports.append(report)
+            if sink is not None:
+                append_line(sink, report.to_dict())
+    finally:
+        if sink is not None:
+            sink.close()
+    order = {names[f]: i for i, f in enumerate(files)}
+    return sorted(reports, key=lambda r: order.get(r.problem, len(order)))
+
+
+def _from_dict(d: dict) -> AuditReport:
+    flags = [Flag(**f) for f in d.get("flags", [])]
+    return AuditReport(d["problem"], d.get("status", "ok"), flags, d.get("stats", {}))
+
+
+def _print(reports: list[AuditReport], tolerances, device: str, as_json: bool) -> None:
+    if as_json:
+        doc = {"tolerances": tolerances, "device": device, "problems": [r.to_dict() for r in reports]}
+        print(json.dumps(doc, indent=1, default=str))
+        return
     for r in reports:
         flags = "; ".join(
             f"{f.kind}" + (f"@{f.tolerance:g}" if f.tolerance is not None else "") + f" ({f.reason})"
@@ -209,4 +309,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"{r.status:8s} {r.problem}" + (f": {flags}" if flags else ""))
     counts = {s: sum(r.status == s for r in reports) for s in ("ok", "flagged", "error", "skipped")}
     print(f"{len(reports)} problems: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-    return 0

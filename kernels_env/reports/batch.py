@@ -74,8 +74,9 @@ def _match(stem: str, problems: dict[str, Path]) -> str | None:
     return base if "__" in stem and base in problems else None
 
 
-def read_results(path: Path) -> dict[str, dict[str, Any]]:
-    """Results already written, by solution key; a partial (interrupted) last line is cut off the file."""
+def read_results(path: Path, key: str = "solution") -> dict[str, dict[str, Any]]:
+    """Results already written, by ``key`` (the solution; the audit: the problem); a partial (interrupted)
+    last line is cut off the file."""
     done: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return done
@@ -96,15 +97,15 @@ def read_results(path: Path) -> dict[str, dict[str, Any]]:
         if not complete:
             break
         good_end = offset
-        if isinstance(record, dict) and "solution" in record:
-            done[record["solution"]] = record
+        if isinstance(record, dict) and key in record:
+            done[record[key]] = record
     if good_end < len(data):
         with open(path, "r+b") as f:
             f.truncate(good_end)
     return done
 
 
-def _append(f, record: dict[str, Any]) -> None:
+def append_line(f, record: dict[str, Any]) -> None:
     f.write(json.dumps(record, default=str) + "\n")
     f.flush()
     os.fsync(f.fileno())
@@ -189,7 +190,7 @@ def _evaluate_all(cfg: BatchConfig, todo: list[Item], results_path: Path, initia
                 for future in finished:
                     item = pending.pop(future)
                     result = future.result()  # every request ends in a verdict (SandboxError: none can)
-                    _append(f, result)
+                    append_line(f, result)
                     bar.set_postfix_str(f"{item.key}: {result['status']}", refresh=False)
                     bar.update(1)
     except KeyboardInterrupt:

@@ -67,6 +67,9 @@ class JudgeConfig:
     families: list[str] | None = None  # adversarial families after the trials (None: the protocol's; [] none)
     fatal_families: list[str] | None = None  # families whose failure is 'incorrect' (None: the protocol's)
     time_candidate: bool = True  # False: correctness only (no timings, speedups or speed tiers)
+    # Device memory (GiB) the judge plans a request with (timing sets, which families run; judge.memory_plan)
+    # when it is less than what the device has free; None: the device's free memory.
+    memory_budget_gb: float | None = None
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile", "max-autotune"])
     timing: TimingConfig = field(default_factory=TimingConfig)
 

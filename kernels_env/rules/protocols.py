@@ -107,13 +107,15 @@ class JudgeSettings:
     timing: dict[str, Any]  # TimingConfig as a dict (the worker may shorten it on CPU)
     allow_tf32: bool
     device: str
+    memory_budget_gb: float | None = None  # JudgeConfig.memory_budget_gb (kernels_env.judge.memory)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JudgeSettings:
-        missing = [f.name for f in dataclasses.fields(cls) if f.name not in data]
+        fields = [f for f in dataclasses.fields(cls) if f.name in data or f.default is dataclasses.MISSING]
+        missing = [f.name for f in fields if f.name not in data]
         if missing:
             raise ValueError(f"judge settings lack {missing}")
-        values = {f.name: data[f.name] for f in dataclasses.fields(cls)}
+        values = {f.name: data[f.name] for f in fields}
         for name in ("families", "fatal_families", "baselines"):
             values[name] = tuple(values[name])
         return cls(**values)
@@ -160,6 +162,7 @@ def resolve(judge: JudgeConfig, device: str) -> dict[str, Any]:
         timing=dataclasses.asdict(judge.timing),
         allow_tf32=policy.allow_tf32,
         device=device,
+        memory_budget_gb=judge.memory_budget_gb,
     )
     _check(settings)
     return settings.to_dict()
@@ -175,6 +178,8 @@ def _check(s: JudgeSettings) -> None:
     bad = [f for f in [*s.families, *s.fatal_families] if f not in FAMILIES]
     if bad:
         raise ValueError(f"unknown input families {bad}; known: {FAMILIES}")
+    if s.memory_budget_gb is not None and not s.memory_budget_gb > 0:
+        raise ValueError(f"memory_budget_gb must be > 0 (or None), got {s.memory_budget_gb}")
     if s.num_trials < 1:
         raise ValueError(f"num_trials must be >= 1, got {s.num_trials}")
     bad = [m for m in s.baselines if m not in BASELINE_MODES]

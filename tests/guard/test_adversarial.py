@@ -81,6 +81,17 @@ def test_negative_family_needs_non_negative_task_inputs(tmp_path):
 def test_shape_family_changes_the_batch_consistently():
     x, y = make_inputs(SCALE_ADD, 0, "shape")
     assert x.shape[0] == y.shape[0] != 16 and x.shape[1:] == (64,)
+    x, y = make_inputs(SCALE_ADD, 0, "shape_grow")  # a size baked into a kernel leaves a tail unwritten
+    assert x.shape[0] == y.shape[0] == 24 and x.shape[1:] == (64,)
+    (base,) = make_inputs(SCALE_ADD, 0)[:1]
+    assert torch.equal(x[:16], base)  # the task's own rows, repeated
+
+
+def test_grown_batch_stays_below_2_to_the_31_where_the_task_does():
+    # KernelBench L1 #38/#39: 32768 x 65535 was chosen just below 2**31 elements; crossing it is not the task.
+    assert adv._int32_batch([torch.empty(32768, 65535, device="meta")], 32768) == 32768
+    assert adv._int32_batch([torch.empty(16, 2**28, device="meta")], 16) > 16 * 2**10  # already above 2**31
+    assert adv._int32_batch([torch.empty(16, 64, device="meta")], 16) == (2**31 - 1) // 64
 
 
 def test_noncontig_family_same_values_other_layout():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import torch
+
 from kernels_env.cli import main as cli
 from kernels_env.reports import audit
 
@@ -89,3 +91,71 @@ def test_audit_is_a_subcommand_of_the_sandbox_cli(capsys):
     doc = json.loads(capsys.readouterr().out)
     flagged = {p["problem"]: p["status"] for p in doc["problems"]}
     assert flagged and set(flagged.values()) == {"flagged"}, flagged
+
+
+PROBLEM = """
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        {body}
+
+def get_inputs():
+    return [torch.rand(4, 8)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _write(folder, name, body):
+    (folder / f"{name}.py").write_text(PROBLEM.format(body=body))
+
+
+def test_run_continues_past_errors_and_oom_and_resumes(tmp_path, capsys):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    _write(problems, "a_relu", "return torch.relu(x)")
+    _write(problems, "b_raises", "raise ValueError('broken reference')")
+    _write(problems, "c_oom", "raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 64 GiB')")
+    _write(problems, "d_zero", "return x * 0")
+    out = tmp_path / "audit.jsonl"
+    argv = ["audit", "--problems", str(problems), "--out", str(out), "--seeds", "2", "--no-progress"]
+    assert cli(argv) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    by_name = {r["problem"]: r for r in lines}
+    assert list(by_name) == ["a_relu.py", "b_raises.py", "c_oom.py", "d_zero.py"]  # streamed in order
+    assert by_name["b_raises.py"]["status"] == "error" and "broken reference" in str(by_name["b_raises.py"])
+    assert "OutOfMemoryError" in by_name["c_oom.py"]["flags"][0]["reason"]
+    assert by_name["d_zero.py"]["status"] == "flagged" and by_name["a_relu.py"]["status"] == "ok"
+    table = capsys.readouterr().out
+    assert "4 problems: 1 ok, 1 flagged, 2 error, 0 skipped" in table
+    # Resume: the problems already in the file are not audited again (one new problem is), the summary
+    # still covers all of them.
+    _write(problems, "e_neg", "return -x")
+    out.write_text(out.read_text() + '{"problem": "trunc')  # an interrupted last line is cut off
+    assert cli([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["problem"] for p in doc["problems"]] == [*by_name, "e_neg.py"]
+    assert len(out.read_text().splitlines()) == 5
+
+
+def test_streamed_statistics_equal_the_whole_tensor_ones(monkeypatch):
+    """The chunked statistics (chunks of 7 elements here) give what whole-tensor float64 math gives."""
+    monkeypatch.setattr(audit, "CHUNK", 7)
+    torch.manual_seed(0)
+    outs = [torch.rand(5, 9) * 3 - 1, torch.rand(13) * 1e-3]
+    spread = audit._Spread([1e-4, 1e-2])
+    spread.add(outs)
+    flat = torch.cat([t.reshape(-1) for t in outs]).double()
+    assert spread.stats() == (float(flat.min()), float(flat.max()))
+    for tol in (1e-4, 1e-2):
+        for c in (0.0, 0.5, float(flat.min()), 1e-3):
+            whole = all(torch.allclose(torch.full_like(t.double(), c), t.double(), tol, tol) for t in outs)
+            assert spread.passes(c, tol) == whole, (c, tol)
+    small = [torch.rand(20) * 1e-3]
+    tiny = audit._Spread([1e-4, 1e-2])
+    tiny.add(small)
+    assert tiny.passes(0.0, 1e-2) and not tiny.passes(0.0, 1e-4)
+    other = [outs[0] + 5e-3, outs[1]]
+    assert audit._close(outs, other, [1e-4, 1e-2]) == {1e-4: False, 1e-2: True}

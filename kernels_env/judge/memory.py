@@ -1,0 +1,254 @@
+"""The judge's memory plan: what one request may keep alive at once, decided from the reference's footprint
+and the free device memory (issue 12: the judge, not the candidates, ran out of memory on today's KernelBench
+sizes).
+
+The footprint is measured once per request on the device (``measure``: one reference call on fresh inputs,
+its inputs ``I``, outputs ``O``, the peak of its own temporaries ``W`` and the model's parameters ``P``). The
+judge's costs per phase, in those units (what ``harness``/``families``/``timed_checks`` hold at their peak,
+counted from the code; the comparisons and guard checks run in chunks and add no multiple of ``O``):
+
+    trial      4I + 5O + W   inputs, the candidate's clone, the guard's copy, a determinism clone;
+                             the reference's answer, three candidate answers (first trial) and the
+                             guard's snapshot of the newest one (stream-race check)
+    family     4I + 4O + W   inputs, their generation, a clone for each model, the guard's copy;
+                             two reference answers (the family must be defined), the candidate's and
+                             the guard's snapshot of it
+    shape      family costs scaled by the grown batch (``SHAPE_GROWTH``)
+    timing     (k + 3)I + 2O + W   k rotating input sets, fresh re-check inputs, their pristine clone,
+                             the reference's and the candidate's answers
+
+On top of every phase the candidate gets ``HEADROOM`` x (I + O + W) for its own allocations. The plan picks
+the number of timing input sets (at most ``INPUT_BYTES_BUDGET`` of them at once, and what fits), runs each
+family only where it fits (else ``skipped`` with the reason) and says whether the shape family may grow the
+batch. ``plan`` is a pure function (footprint and free bytes in, plan out); the judge records it in the
+verdict (``judge.memory_plan``).
+
+Out of memory: an OOM raised inside the candidate's own code while the plan left it its full headroom is the
+candidate's ``runtime_error``; an OOM in judge code (inputs, the reference, the guard, comparisons) or with
+less headroom than promised is the judge's: the request is retried once with the smaller plan
+(``retry=True``: one timing set, no growth, families only with twice the margin), and a second OOM is
+``judge_error`` with the reason, never the candidate's failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..guard._checks import GUARD_ERROR
+from ..rules.policies import PolicyViolation
+
+GiB = 2**30
+HEADROOM = 2.0  # the candidate may allocate this many times the reference's footprint on top of the judge
+SHAPE_GROWTH = 1.5  # the shape family's grown batch (x the task's): an unwritten tail shows as poison
+RETRY_MARGIN = 2.0  # the retry plan's families need twice their estimated cost to run
+INPUT_BYTES_BUDGET = {"cuda": 8 * GiB, "cpu": GiB}  # bytes of rotated timing inputs kept at once, at most
+RESERVE = {"cuda": GiB // 2, "cpu": 0}  # kept free for the CUDA context, kernels' launches, cuBLAS workspaces
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The reference's memory on the device, in bytes: inputs, outputs, its own temporaries (peak beyond
+    inputs and outputs; 0 where the device has no allocator statistics) and parameters + buffers."""
+
+    inputs: int
+    outputs: int
+    workspace: int = 0
+    params: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.inputs + self.outputs + self.workspace
+
+
+@dataclass
+class MemoryPlan:
+    footprint: Footprint
+    free_bytes: int  # what the judge plans with (device free memory, or the configured budget)
+    free_source: str  # "device" | "budget"
+    timing_sets: int
+    shape_growth: float  # 1.0: the shape family only shrinks the batch
+    families_skipped: dict[str, str] = field(default_factory=dict)  # family -> why it does not fit
+    headroom_bytes: int = 0  # left for the candidate in the tightest phase the plan runs
+    trials_fit: bool = True  # False: even the trials (which always run) exceed the estimate; an OOM is ours
+    retry: bool = False
+
+    @property
+    def headroom_ok(self) -> bool:
+        """The candidate had the headroom the rules promise it (its own OOM is then its own failure)."""
+        return self.headroom_bytes >= HEADROOM * self.footprint.total
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["footprint"] = {**out["footprint"], "total": self.footprint.total}
+        out["headroom_factor"] = HEADROOM
+        out["headroom_ok"] = self.headroom_ok
+        return out
+
+
+def trial_bytes(f: Footprint) -> int:
+    return 4 * f.inputs + 5 * f.outputs + f.workspace
+
+
+def family_bytes(f: Footprint, scale: float = 1.0) -> int:
+    return int(scale * (4 * f.inputs + 4 * f.outputs + f.workspace))
+
+
+def timing_bytes(f: Footprint, sets: int) -> int:
+    return (sets + 3) * f.inputs + 2 * f.outputs + f.workspace
+
+
+def plan(
+    footprint: Footprint,
+    free_bytes: int,
+    families: Sequence[str],
+    wanted_sets: int,
+    device_type: str = "cuda",
+    free_source: str = "device",
+    retry: bool = False,
+) -> MemoryPlan:
+    """The memory plan of one request (see the module doc); pure."""
+    f = footprint
+    usable = max(0, free_bytes - RESERVE.get(device_type, 0))
+    headroom = int(HEADROOM * f.total)
+    margin = RETRY_MARGIN if retry else 1.0
+    cap = INPUT_BYTES_BUDGET.get(device_type, GiB) // max(f.inputs, 1)
+    fit = (usable - headroom - timing_bytes(f, 0)) // max(f.inputs, 1)
+    sets = 1 if retry else int(max(1, min(max(1, wanted_sets), cap, fit)))
+    needs = {"trials": trial_bytes(f), "timing": timing_bytes(f, sets)}
+    skipped: dict[str, str] = {}
+    for name in families:
+        need = int(margin * family_bytes(f)) + (2 * f.params if name == "init_args" else 0)  # rebuilt models
+        if need + headroom > usable:
+            skipped[name] = _too_big(name, need, headroom, usable)
+        else:
+            needs[name] = need
+    growth = 1.0
+    if "shape" in families and "shape" not in skipped and not retry:
+        grown = family_bytes(f, SHAPE_GROWTH)
+        if grown + int(SHAPE_GROWTH * headroom) <= usable:
+            growth, needs["shape"] = SHAPE_GROWTH, grown
+    tightest = max(needs.values())
+    return MemoryPlan(
+        footprint=f,
+        free_bytes=int(free_bytes),
+        free_source=free_source,
+        timing_sets=sets,
+        shape_growth=growth,
+        families_skipped=skipped,
+        headroom_bytes=max(0, usable - tightest),
+        trials_fit=needs["trials"] <= usable,
+        retry=retry,
+    )
+
+
+def _too_big(name: str, need: int, headroom: int, usable: int) -> str:
+    return (
+        f"memory plan: the {name} family needs {size(need)} plus {size(headroom)} of headroom for the "
+        f"candidate, {size(usable)} usable"
+    )
+
+
+def size(n: float) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def free_bytes(device: torch.device, budget_gb: float | None) -> tuple[int, str]:
+    """Free memory the judge may plan with: the device's (CUDA: the driver's free memory plus the blocks the
+    allocator caches unused, which it gives back itself before failing an allocation; CPU: available RAM),
+    or the configured budget when it is smaller."""
+    if device.type == "cuda":
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        free = int(torch.cuda.mem_get_info(device)[0]) + max(0, cached)
+    else:
+        free = _host_available()
+    if budget_gb is not None and budget_gb * GiB < free:
+        return int(budget_gb * GiB), "budget"
+    return free, "device"
+
+
+def _host_available() -> int:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - no psutil: plan as if memory were plentiful (the RSS limit still holds)
+        return 1 << 50
+
+
+def release(device: torch.device) -> None:
+    """Between phases: drop the judge's dead tensors and give the allocator's cached blocks back."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+RELEASE_ABOVE = 256 * 2**20  # footprints from which freeing between phases is worth a collection
+
+
+def between_phases(req: Any) -> None:
+    """Free what the last phase left (its tensors are dead by now) before the next one allocates: only for
+    large footprints, where the cached blocks matter and a collection costs nothing by comparison."""
+    plan = getattr(req, "memory", None)
+    if plan is not None and plan.footprint.total >= RELEASE_ABOVE:
+        release(req.device)
+
+
+def measure(run_ref, inputs: list[Any], params: int, device: torch.device) -> Footprint:
+    """One reference call on ``inputs`` (fresh ones: nobody else sees its answer), measured."""
+    from .inputs import nbytes
+
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+    out = run_ref(inputs)
+    out_bytes = nbytes(out)
+    workspace = 0
+    if cuda:
+        torch.cuda.synchronize(device)
+        workspace = max(0, torch.cuda.max_memory_allocated(device) - base - out_bytes)
+    return Footprint(nbytes(inputs), out_bytes, workspace, params)
+
+
+def param_bytes(model: torch.nn.Module) -> int:
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+
+
+class OutOfMemory(Exception):
+    """An out-of-memory error on the way to a verdict. ``in_candidate``: raised inside the candidate's own
+    code; ``verdict``: what the candidate would get if the OOM is its own (``runtime_error``)."""
+
+    def __init__(self, text: str, in_candidate: bool, verdict: Any = None):
+        super().__init__(text)
+        self.in_candidate = in_candidate
+        self.verdict = verdict
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Allocation failures of torch (CUDA and host) and of the guard, which reports its own as a failed
+    check (it fails closed)."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    if isinstance(exc, PolicyViolation) and exc.check == GUARD_ERROR:
+        return "OutOfMemoryError" in str(exc) or "out of memory" in str(exc)
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def raised_in(exc: BaseException, files: set[str]) -> bool:
+    """Whether the exception passed through one of ``files`` (the candidate's sources)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename in files:
+            return True
+        tb = tb.tb_next
+    return False
