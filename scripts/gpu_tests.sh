@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/gpu_tests.XXXXXX)
 exec > >(tee "$OUT/tests.log") 2>&1
 # group:timeout_s:paths (most important first)
-GROUPS_ALL="sandbox:150:tests/sandbox redteam:130:tests/redteam guard:70:tests/guard tools:240:tests/tools
+GROUPS_ALL="sandbox:${GPU_TESTS_SANDBOX_S:-220}:tests/sandbox redteam:${GPU_TESTS_REDTEAM_S:-160}:tests/redteam guard:50:tests/guard tools:240:tests/tools
 fastpath:60:tests/fastpath models:120:tests/models data:40:tests/data"
 WANT=",${GPU_TESTS_GROUPS:-sandbox,redteam,guard,tools,fastpath,models,data},"
 for spec in $GROUPS_ALL; do
