@@ -285,13 +285,24 @@ class Guard:
     def __exit__(self, exc_type, exc, tb) -> bool:
         try:
             self._finish(exc)
+        except torch.OutOfMemoryError:
+            raise  # the guard's own copies did not fit: the judge's failure (judge.memory), never a verdict
         except Exception as internal:  # noqa: BLE001 - fail closed with the reason
             self.violations.append(
                 Violation(_checks.GUARD_ERROR, f"guard failed while checking: {internal!r}")
             )
+        finally:
+            self._drop_tensors()
         if self.violations:
             raise GuardViolation(self.violations) from exc
         return False
+
+    def _drop_tensors(self) -> None:
+        """Let go of the call's inputs, outputs and input copies. The guard and its modes refer to each other
+        (a reference cycle), so whatever it still holds lives until the next garbage collection: on a task
+        with 16 GiB inputs that kept a whole trial's tensors alive into the next one (an H200 ran out of
+        memory in trial 2 with 129 GiB held)."""
+        self.inputs, self._outputs, self._input_copies = [], [], []
 
     def _finish(self, exc) -> None:
         launch: list[Violation] = []
@@ -311,6 +322,8 @@ class Guard:
                     if self._outputs:
                         with record_function(self.internal_marker):
                             snapshots = snapshot_after_current_stream(self._outputs)
+                except torch.OutOfMemoryError:
+                    raise  # no room for the guard's snapshot: not a launch error of the candidate's
                 except RuntimeError as err:  # a sticky error surfaces at the first synchronisation
                     launch = [Violation(_checks.LAUNCH_ERROR, f"CUDA error after forward: {str(err)[:300]}",
                                         {"sticky": True})]  # fmt: skip

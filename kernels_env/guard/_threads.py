@@ -59,9 +59,10 @@ def thread_violations(
     found: list[_checks.Violation] = []
     me = threading.get_ident()
     seen: set[int] = set()
-    for ident, frame in sys._current_frames().items():
-        if ident == me:
-            continue
+    others = {i: f for i, f in sys._current_frames().items() if i != me}
+    # Never bind this thread's own frame to a local: frame -> locals -> frame is a reference cycle that keeps
+    # every caller's locals (a trial's input and output tensors) alive until the next garbage collection.
+    for ident, frame in others.items():
         culprit = classifier.find(frame, (CANDIDATE, REFERENCE))
         if culprit is not None:
             seen.add(ident)

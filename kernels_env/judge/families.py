@@ -28,6 +28,7 @@ import torch
 from ..guard._outputs import tensors
 from ..rules.result import REJECTED
 from ..rules.result import message as _message
+from . import memory
 from .adversarial import RELATIVE_FAMILIES, SHAPE_GROW, SHAPE_GROWTH
 from .compare import compare, max_errors
 from .hygiene import restore_global_state
@@ -128,6 +129,7 @@ def run_families(req: JudgeRequest, runners, rebuild, init_args) -> str | None:
     s, progress, notes = req.settings, req.progress, req.notes
     results = req.correctness["families"]
     for name in s.families:
+        memory.between_phases(req)  # the last family's inputs and outputs are dead: free them first
         progress("correctness", f"input family {name}")
         fatal = name in s.fatal_families
         too_big = req.memory.families_skipped.get(name) if req.memory is not None else None

@@ -242,6 +242,8 @@ def _judge_once(problem, loaded, model_new, s, device, progress: Progress, guard
     req.memory = _plan(req, run_ref, memory.param_bytes(ref_model), retry)
     record["memory_plan"] = req.memory.to_dict()
     for trial in range(s.num_trials):
+        if trial:
+            memory.between_phases(req)  # the last trial's tensors are dead: free them before new inputs
         progress("correctness", f"trial {trial + 1}/{s.num_trials}")
         seed = fresh_seed()
         correctness["seeds"].append(seed)

@@ -163,6 +163,22 @@ def test_plain_runtime_error_propagates_unchanged():
         g(candidate)
 
 
+def test_the_guards_own_out_of_memory_is_not_a_verdict(monkeypatch):
+    """Out of memory in the guard's own checks after forward (e.g. its snapshot of an 8 GiB output) is the
+    judge's failure: it propagates for the judge's memory plan to handle, never a guard_error/launch_error."""
+    from kernels_env.guard import _guard
+
+    finish = _guard.Guard._finish
+
+    def no_room(self, exc):
+        finish(self, exc)  # the real checks run (and stop every hook); then one of them had no room
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+    monkeypatch.setattr(_guard.Guard, "_finish", no_room)
+    with pytest.raises(torch.OutOfMemoryError):
+        guarded(lambda: torch.empty(4))
+
+
 def test_reference_model_instance_and_class():
     class Ref(nn.Module):
         def forward(self, x):
