@@ -43,7 +43,8 @@ source = lambda name: Source(name=name, text=(fixtures / name).read_text())
 req = EvaluateRequest(id=uuid.uuid4().hex[:8], reference=source("problem.py"), solution=source("solution.py"),
                       workdir=str(workdir), judge=judge, env={})
 record = harness.evaluate(req, device, progress)
-print(json.dumps({"status": record.get("status"), "error": record.get("error"), "correctness": record.get("correctness"), "seen": seen}))
+keys = ("status", "error", "correctness")
+print(json.dumps({**{k: record.get(k) for k in keys}, "seen": seen}))
 """
 
 
