@@ -92,9 +92,17 @@ def evaluate_solution_set(cfg: SolutionSetConfig) -> dict[str, Any]:
     claims = claims_table(results, cfg.claims)
     _write(out / "claims.json", claims)
     audit = read_audit(cfg.audit) if cfg.audit else None
-    table = table1_report(results, audit)
+    # Table 1 is per system: one table per source (and one over the whole set).
+    table = {
+        "all": table1_report(results, audit),
+        "by_source": {
+            src: table1_report([r for r in results if r.get("source") == src], audit)
+            for src in sorted({str(r.get("source")) for r in results})
+        },
+    }
     _write(out / "table1.json", table)
     print(format_claims(claims))
-    print(format_table1_report(table))
+    for src, rep in table["by_source"].items():
+        print(f"\nTable 1, source {src}:\n{format_table1_report(rep)}")
     print(f"results: {out / 'results.jsonl'}\nclaims:  {out / 'claims.json'}\ntable 1: {out / 'table1.json'}")
     return {"import": str(out / "import.json"), "claims": claims, "table1": table, "results": len(results)}
