@@ -32,6 +32,7 @@ CURVES = {
     "response_length": ("response_tokens_mean", "response_length"),
 }
 POINT_KEYS = ("preset", "seed")
+STAGES = ("warmup", "rft", "value", "ppo")  # research.rl pipeline order (PipelineConfig.stages)
 
 
 @dataclass
@@ -57,16 +58,18 @@ def _overrides(job: Path) -> dict[str, str]:
     return out
 
 
-def _out_dir(job: Path) -> Path:
+def _job_config(job: Path) -> dict[str, Any]:
+    path = job / ".hydra" / "config.yaml"
+    cfg = yaml.safe_load(path.read_text()) if path.is_file() else None
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def _out_dir(job: Path, cfg: dict[str, Any]) -> Path:
     """The job directory, unless the point's config sent its pipeline output elsewhere."""
-    if (job / "pipeline.json").is_file():
+    out = cfg.get("out_dir")
+    if (job / "pipeline.json").is_file() or not out or "${" in str(out):
         return job
-    cfg_path = job / ".hydra" / "config.yaml"
-    cfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.is_file() else None
-    out = cfg.get("out_dir") if isinstance(cfg, dict) else None
-    if out and "${" not in str(out) and (Path(out) / "pipeline.json").is_file():
-        return Path(out)
-    return job
+    return Path(out) if (Path(out) / "pipeline.json").is_file() else job
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -79,9 +82,19 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _error_logs(job: Path) -> list[Path]:
+    """The job's own logs (Hydra's ``<job>.log``, ``*.err``) and, for submitit, the logs of array task
+    ``<job num>`` under ``<sweep dir>/.submitit/``."""
+    logs = sorted(job.glob("*.log")) + sorted(job.glob("*.err"))
+    num = job.name.split("_", 1)[0]
+    if num.isdigit():
+        for d in sorted((job.parent / ".submitit").glob(f"*_{num}")):
+            logs += sorted(d.glob("*.err")) + sorted(d.glob("*.out"))
+    return logs
+
+
 def _last_error(job: Path) -> str:
-    logs = sorted(job.glob("*.log")) + sorted(job.glob(".submitit/**/*.err")) + sorted(job.glob("*.err"))
-    for log in logs:
+    for log in _error_logs(job):
         lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
         if any("Traceback" in ln or "Error executing job" in ln for ln in lines):
             errs = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", ln)]
@@ -89,29 +102,42 @@ def _last_error(job: Path) -> str:
     return ""
 
 
+def _fail(p: Point, job: Path, why: str) -> Point:
+    p.status = "failed"
+    err = _last_error(job)
+    p.reason = f"{why}; {err}" if err else why
+    return p
+
+
 def read_point(job: Path) -> Point:
     p = Point(job, _overrides(job))
-    out = _out_dir(job)
+    cfg = _job_config(job)
+    out = _out_dir(job, cfg)
     pipe = out / "pipeline.json"
     if not pipe.is_file():
-        p.status, p.reason = "failed", _last_error(job) or "no final metrics (no pipeline.json)"
-        return p
+        return _fail(p, job, "no final metrics (no pipeline.json)")
     summary = json.loads(pipe.read_text())
     for stage, manifest in (summary.get("stages") or {}).items():
         path = Path(manifest)
         path = path if path.is_absolute() and path.exists() else out / stage / "manifest.json"
         p.stages[stage] = path.parent
         p.final_stage = stage
+    # pipeline.json is written even when a stage crashes: every configured stage must be done or skipped
+    expected = cfg.get("stages") or list(STAGES)
+    unfinished = [s for s in expected if s not in p.stages and s not in (summary.get("skipped") or {})]
+    if unfinished and not summary.get("truncated"):
+        return _fail(p, job, f"stage {unfinished[0]} did not finish")
     final = p.stages.get(p.final_stage) if p.final_stage else None
     mpath = final / "manifest.json" if final else None
     metrics = (json.loads(mpath.read_text()).get("metrics") or {}) if mpath and mpath.is_file() else {}
     if not metrics:
-        p.status = "failed"
-        p.reason = _last_error(job) or f"no final metrics (stage {p.final_stage or 'none'} has none)"
-        return p
+        return _fail(p, job, f"no final metrics (stage {p.final_stage or 'none'} has none)")
     p.metrics = _flatten(metrics)
     if summary.get("truncated"):
-        p.status, p.reason = "truncated", "stopped at the time budget"
+        p.status, p.reason = (
+            "truncated",
+            "stopped at the time budget" + (f" before {', '.join(unfinished)}" if unfinished else ""),
+        )
     return p
 
 
