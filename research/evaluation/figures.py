@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,11 @@ def plot_table1(report: dict[str, Any], stem: str | Path) -> list[Path]:
     i = 0
     for name, table, hatch in tables:
         for j, (key, label) in enumerate(cols):
-            vals = [
-                ((table["overall"] if lv == "overall" else table["levels"].get(lv, {})).get(key) or 0.0)
+            raw = [
+                (table["overall"] if lv == "overall" else table["levels"].get(lv, {})).get(key)
                 for lv in levels
             ]
+            vals = [v or 0.0 for v in raw]
             xs = [k + (i - (len(cols) * len(tables) - 1) / 2) * width for k in range(len(levels))]
             ax.bar(
                 xs,
@@ -44,6 +46,9 @@ def plot_table1(report: dict[str, Any], stem: str | Path) -> list[Path]:
                 hatch=hatch,
                 alpha=1.0 if hatch is None else 0.6,
             )
+            for x, v in zip(xs, raw):
+                if v is None:  # not measured (CPU mode): say so instead of drawing a zero
+                    ax.text(x, 0.01, "n/a", ha="center", va="bottom", fontsize=6, rotation=90)
             i += 1
     ax.set_xticks(range(len(levels)), [lv if lv in ("overall", "all") else f"L{lv}" for lv in levels])
     ax.set_ylim(0, 1)
@@ -71,7 +76,7 @@ def plot_claims(table: dict[str, Any], stem: str | Path) -> list[Path]:
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_ylabel("claims")
     ax.set_title("claim outcomes per source")
-    ax.legend()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
     pairs = [r for r in rows if r["measured"] is not None]
     if pairs:
         for k, s in enumerate(sources):
@@ -212,4 +217,20 @@ def make_figures(
         (out / "ablations.json").write_text(json.dumps(table, indent=2, default=str))
     if not made:
         raise FileNotFoundError(f"{run}: nothing to draw (no results.jsonl, audit report or multirun points)")
+    return made
+
+
+@dataclass
+class FiguresConfig:
+    run_dir: str = ""  # an evaluation / agent / solutions run directory, or a multirun directory (required)
+    out_dir: str | None = None  # None: <run_dir>/figures
+    audit: str | None = None  # an audit report; None: <run_dir>/audit.json(l) when there is one
+
+
+def run_figures(cfg: FiguresConfig) -> list[Path]:
+    if not cfg.run_dir or not Path(cfg.run_dir).is_dir():
+        raise FileNotFoundError(f"run_dir={cfg.run_dir!r} is not a directory")
+    made = make_figures(cfg.run_dir, cfg.out_dir, cfg.audit)
+    for path in made:
+        print(path)
     return made

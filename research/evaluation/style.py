@@ -27,8 +27,11 @@ RC = {
 
 def pyplot():
     """matplotlib.pyplot with the Agg backend and the project style applied."""
+    import logging
+
     import matplotlib
 
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatters at INFO
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from cycler import cycler
