@@ -5,6 +5,8 @@ interpreter) once per session."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,7 @@ def get_init_inputs():
 """
 
 SCALE = RELU.replace("torch.relu(x)", "x * 2.0").replace("torch.rand(300) * 2 - 1", "torch.rand(257)")
+ZERO = RELU.replace("torch.relu(x)", "x * 0.0")  # degenerate: the audit flags it (constant output)
 
 _TRITON = """import torch
 import torch.nn as nn
@@ -57,6 +60,7 @@ class ModelNew(nn.Module):
 RELU_TRITON = _TRITON.replace("EXPR", "tl.where(x < 0, 0.0, x)")
 RELU_WRONG = _TRITON.replace("EXPR", "tl.where(x < 0.25, 0.0, x)")  # wrong for x in [0, 0.25)
 SCALE_TRITON = _TRITON.replace("EXPR", "x * 2.0")
+ZERO_TRITON = _TRITON.replace("EXPR", "x * 0.0")
 SCALE_SYNTAX = SCALE_TRITON.replace("def forward(self, x):", "def forward(self, x)")
 SCALE_TORCH = """import torch.nn as nn
 
@@ -112,6 +116,14 @@ RECORDS = [
         "claims": {"eager": 1.1, "compile": 1.05},
     },
     {
+        "uid": "b4",
+        "system": "sysB",
+        "meta": {"level": 2},
+        "task": "4_zero",
+        "src": ZERO_TRITON,
+        "claims": {"eager": 5.0},
+    },
+    {
         "uid": "c1",
         "system": "sysC",
         "meta": {"level": 3},
@@ -137,6 +149,7 @@ def make_checkout(root: Path) -> Path:
     (root / "level2").mkdir()
     (root / "level1" / "1_relu.py").write_text(RELU)
     (root / "level2" / "3_scale.py").write_text(SCALE)
+    (root / "level2" / "4_zero.py").write_text(ZERO)
     return root
 
 
@@ -177,3 +190,14 @@ def judged_set(tmp_path_factory):
         judge=FAST,
     )
     return cfg, evaluate_solution_set(cfg)
+
+
+@pytest.fixture(scope="session")
+def multirun(tmp_path_factory):
+    """A real Hydra multirun (basic launcher) of the stand-in app: 2 presets x 2 seeds, one point crashes."""
+    sweep = tmp_path_factory.mktemp("multirun") / "sweep"
+    app = Path(__file__).with_name("multirun_app.py")
+    cmd = [sys.executable, str(app), "-m", "preset=full,no_rft", "seed=0,1", f"hydra.sweep.dir={sweep}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "critic diverged" in out.stderr  # Hydra raises the failed job's error
+    return sweep

@@ -5,9 +5,6 @@ launcher configs (SLURM through submitit, basic locally) compose without a clust
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -18,21 +15,6 @@ from research.evaluation import ablation_table, collect, curves, format_ablation
 
 from .conftest import ROOT
 from .multirun_app import KEYS, value
-
-APP = Path(__file__).with_name("multirun_app.py")
-
-
-@pytest.fixture(scope="module")
-def multirun(tmp_path_factory):
-    sweep = tmp_path_factory.mktemp("multirun") / "sweep"
-    out = subprocess.run(
-        [sys.executable, str(APP), "-m", "preset=full,no_rft", "seed=0,1", f"hydra.sweep.dir={sweep}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode != 0 and "critic diverged" in out.stderr  # Hydra raises the failed job's error
-    return sweep
 
 
 def test_rows_are_preset_x_seed_with_the_failed_point_reported(multirun, tmp_path):

@@ -94,11 +94,12 @@ def test_mapping_with_nested_fields(tmp_path):
         ("b1", "sysB", "level2/3_scale"),
         ("b2", "sysB", "level2/3_scale"),
         ("b3", "sysB", "level2/3_scale"),
+        ("b4", "sysB", "level2/4_zero"),
     ]
     assert sset.solutions[0].claimed == {"eager": 2.0, "compile": 1.5}
     assert sset.solutions[1].claimed == {"eager": 3.0}  # a null claim is no claim
     assert [u["record_id"] for u in sset.unmatched] == ["c1"]
-    assert len({s.key for s in sset.solutions}) == 5 and sset.duplicates == []
+    assert len({s.key for s in sset.solutions}) == 6 and sset.duplicates == []
 
 
 def test_missing_field_names_the_record_and_the_field(tmp_path):

@@ -16,7 +16,14 @@ from research.evaluation import evaluate_solution_set, read_results
 
 from .conftest import ROOT
 
-EXPECTED = {"a1": "correct", "a2": "incorrect", "b1": "correct", "b2": "compile_error", "b3": "rejected"}
+EXPECTED = {
+    "a1": "correct",
+    "a2": "incorrect",
+    "b1": "correct",
+    "b2": "compile_error",
+    "b3": "rejected",
+    "b4": "correct",
+}
 
 
 def _results(cfg):
@@ -30,7 +37,7 @@ def test_verdicts_and_layout(judged_set):
     assert next(r for r in results if r["record_id"] == "b3")["check"] == "forbidden_op"
     out = Path(cfg.out_dir)
     imported = json.loads((out / "import.json").read_text())
-    assert imported["records"] == 6 and imported["solutions"] == 5
+    assert imported["records"] == 7 and imported["solutions"] == 6
     assert [u["record_id"] for u in imported["unmatched"]] == ["c1"]
     # the batch layout `python -m kernels_env batch` reads: problems are links into the checkout
     link = out / "problems" / "level1" / "1_relu.py"
@@ -70,7 +77,7 @@ def test_claims_table_matches_the_results_file(judged_set):
     assert claims["sources"]["sysB"]["baselines"]["eager"]["outcomes"] == {
         "compile_error": 1,
         "rejected:forbidden_op": 1,
-        "timing_not_comparable": 1,
+        "timing_not_comparable": 2,
     }
     assert "sysC" not in claims["sources"]  # unmatched: in import.json, not judged
 
@@ -88,7 +95,8 @@ def test_table1_per_source_is_the_sandbox_summary(judged_set):
         assert rep["labels"]["protocol"] == "kernelbench" and rep["labels"]["gpu"].startswith("none (CPU")
     # sysA: one relu problem, two solutions (one correct): the problem weighs 1, the mean over them
     assert table["by_source"]["sysA"]["full"]["overall"]["pass_rate"] == 0.5
-    assert table["by_source"]["sysB"]["full"]["levels"]["2"]["pass_rate"] == 1 / 3
+    # sysB: 3_scale has 3 solutions (1 correct), 4_zero 1 (correct): (1/3 + 1) / 2
+    assert table["by_source"]["sysB"]["full"]["levels"]["2"]["pass_rate"] == (1 / 3 + 1) / 2
 
 
 def test_rerun_resumes_and_rejudges_only_a_torn_line(judged_set):
@@ -102,7 +110,7 @@ def test_rerun_resumes_and_rejudges_only_a_torn_line(judged_set):
     evaluate_solution_set(cfg)
     after = read_results(path)
     assert (
-        set(after) == {json.loads(line)["key"] for line in lines} and len(path.read_text().splitlines()) == 5
+        set(after) == {json.loads(line)["key"] for line in lines} and len(path.read_text().splitlines()) == 6
     )
     assert {r["record_id"]: r["status"] for r in after.values()} == EXPECTED
 
@@ -141,7 +149,7 @@ def test_one_command(judged_set):
         f"out_dir={cfg.out_dir}",
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "6 records: 5 solutions to judge, 1 matching no problem, 0 duplicate ids" in out.stdout
+    assert "7 records: 6 solutions to judge, 1 matching no problem, 0 duplicate ids" in out.stdout
     assert "rejected:forbidden_op 1" in out.stdout and "Table 1, source sysB" in out.stdout
 
 
