@@ -181,7 +181,7 @@ def plot_curves(curve_data: dict[str, dict[str, list]], stem: str | Path) -> lis
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4))
-        fig.subplots_adjust(bottom=0.2)
+    fig.tight_layout(rect=(0, 0.07 if handles else 0, 1, 1))
     return style.save(fig, stem)
 
 
