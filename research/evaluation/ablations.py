@@ -4,9 +4,10 @@ with the points that failed reported, never dropped.
 A point is a job directory (``<sweep dir>/<num>_<overrides>/`` with ``.hydra/overrides.yaml``). Its final
 metrics are the summary in the manifest of the last stage that ``pipeline.json`` lists (``research.rl``
 pipeline layout: ``<out_dir>/<stage>/manifest.json`` and ``<out_dir>/<stage>/metrics.jsonl``). A point is
-``failed`` when it has no final metrics (it crashed: the reason is the last error line of its logs, Hydra's
-or submitit's, when there is one) or when the sweep expected it and no job directory exists (``never ran``);
-``truncated`` when its pipeline stopped at the time budget.
+``failed`` when it has no final metrics (no ``pipeline.json``), when a configured stage is neither done nor
+skipped (``run_pipeline`` writes ``pipeline.json`` even when a stage crashes), or when the sweep expected it
+and no job directory exists (``never ran``); the last error line of its Hydra or submitit logs is added to the
+reason when there is one. ``truncated``: its pipeline stopped at the time budget.
 """
 
 from __future__ import annotations

@@ -93,10 +93,14 @@ def evaluate_solution_set(cfg: SolutionSetConfig) -> dict[str, Any]:
     _write(out / "claims.json", claims)
     audit = read_audit(cfg.audit) if cfg.audit else None
     # Table 1 is per system: one table per source (and one over the whole set).
+    # Shares are over ALL tasks of the levels the set covers: a problem a source left out counts as failed.
+    levels = {s.level for s in sset.solutions}
+    tasks = [(p.level, p.stem) for p in index.problems if p.level in levels]
     table = {
-        "all": table1_report(results, audit),
+        "tasks": len(tasks),
+        "all": table1_report(results, audit, tasks=tasks),
         "by_source": {
-            src: table1_report([r for r in results if r.get("source") == src], audit)
+            src: table1_report([r for r in results if r.get("source") == src], audit, tasks=tasks)
             for src in sorted({str(r.get("source")) for r in results})
         },
     }

@@ -93,11 +93,28 @@ def _clean(table: dict[str, Any], agent: bool) -> dict[str, Any]:
     return table
 
 
+def missing_tasks(results: list[dict[str, Any]], tasks: list[tuple[int | str, str]]) -> list[dict[str, Any]]:
+    """``no_solution`` results for the (level, problem stem) tasks that ``results`` has nothing for: Table 1's
+    shares are over ALL tasks, so a task without a solution counts as failed (KernelBench, CUDA Agent)."""
+    have = {(_level(r), str(r.get("problem"))) for r in results}
+    return [
+        {"problem": stem, "level": str(level), "status": "no_solution", "reward": None, "speedups": {}}
+        for level, stem in tasks
+        if (str(level), stem) not in have
+    ]
+
+
 def table1_report(
-    results: list[dict[str, Any]], audit: Audit | None = None, modes: tuple[str, ...] = MODES
+    results: list[dict[str, Any]],
+    audit: Audit | None = None,
+    modes: tuple[str, ...] = MODES,
+    tasks: list[tuple[int | str, str]] | None = None,
 ) -> dict[str, Any]:
     """{"labels", "full": Table 1, "audited": Table 1 on the audit's subset | None, "audit": what it left
-    out and why, which problems it did not cover}."""
+    out and why, which problems it did not cover}. ``tasks``: every (level, problem stem) of the benchmark;
+    those without a result count as failed (``no_solution``)."""
+    if tasks:
+        results = list(results) + missing_tasks(results, tasks)
     rows = [task_row(r) for r in results]
     agent = any(is_agent_result(r) for r in results)
     out: dict[str, Any] = {

@@ -86,17 +86,24 @@ def test_table1_per_source_is_the_sandbox_summary(judged_set):
     cfg, _ = judged_set
     results = _results(cfg)
     table = json.loads((Path(cfg.out_dir) / "table1.json").read_text())
+    every = ["level1/1_relu", "level2/3_scale", "level2/4_zero"]  # the checkout's tasks at the set's levels
+    assert table["tasks"] == 3
     for source, rep in table["by_source"].items():
         mine = [r for r in results if r["source"] == source]
         keyed = [{**r, "problem": f"level{r['level']}/{r['problem']}"} for r in mine]
-        direct = summarize(keyed, [r["problem"] for r in keyed])
+        direct = summarize(keyed, every)  # a task without a solution counts as failed
         assert rep["full"]["overall"]["pass_rate"] == direct["fast_p"]["eager"]["0"]
-        assert rep["full"]["overall"]["tasks"] == len(mine)
+        missing = len(set(every) - {r["problem"] for r in keyed})
+        assert rep["full"]["overall"]["tasks"] == len(mine) + missing
+        assert rep["full"]["overall"]["status_counts"].get("no_solution", 0) == missing
         assert rep["labels"]["protocol"] == "kernelbench" and rep["labels"]["gpu"].startswith("none (CPU")
-    # sysA: one relu problem, two solutions (one correct): the problem weighs 1, the mean over them
-    assert table["by_source"]["sysA"]["full"]["overall"]["pass_rate"] == 0.5
-    # sysB: 3_scale has 3 solutions (1 correct), 4_zero 1 (correct): (1/3 + 1) / 2
+    # sysA: only the relu problem, two solutions (one correct): it weighs 1 (the mean), level 2 is all missing
+    assert table["by_source"]["sysA"]["full"]["levels"]["1"]["pass_rate"] == 0.5
+    assert table["by_source"]["sysA"]["full"]["levels"]["2"]["pass_rate"] == 0.0
+    assert table["by_source"]["sysA"]["full"]["overall"]["pass_rate"] == 0.5 / 3
+    # sysB: 3_scale has 3 solutions (1 correct), 4_zero 1 (correct): (1/3 + 1) / 2; level 1 missing
     assert table["by_source"]["sysB"]["full"]["levels"]["2"]["pass_rate"] == (1 / 3 + 1) / 2
+    assert table["by_source"]["sysB"]["full"]["levels"]["1"]["pass_rate"] == 0.0
 
 
 def test_rerun_resumes_and_rejudges_only_a_torn_line(judged_set):

@@ -193,3 +193,14 @@ def test_batch_results_file_without_levels(tmp_path):
     assert "L1" in format_table1_report(rep)
     with pytest.raises(FileNotFoundError, match="no results file"):
         load_results(tmp_path / "missing")
+
+
+def test_tasks_without_a_result_count_as_failed():
+    tasks = [(1, "1_a"), (1, "2_b"), (1, "3_c"), (1, "4_d"), (1, "5_x"), (2, "1_e"), (2, "2_f"), (2, "3_y")]
+    rep = table1_report(BATCH, tasks=tasks)["full"]
+    assert rep["levels"]["1"]["tasks"] == 5 and rep["levels"]["1"]["pass_rate"] == 3 / 5
+    assert rep["levels"]["1"]["faster_than_eager"] == 2 / 5
+    assert rep["levels"]["2"]["pass_rate"] == 1 / 3 and rep["overall"]["pass_rate"] == 4 / 8
+    assert rep["overall"]["status_counts"]["no_solution"] == 2
+    # geomeans stay over correct solutions only
+    assert rep["levels"]["1"]["geomean_vs_eager"] == pytest.approx(_gm([2.0, 1.04, 4.0]))
