@@ -3,12 +3,14 @@
 What exists: ``research.data`` (KernelBench and JSONL/Parquet loaders, the operator library, synthesis of
 fused tasks with filters, decontamination and held-out splits), ``research.agent`` (the ReAct agent loop
 with its tools, skills and policies: episodes, trajectories for RL, KernelBench evaluation of an agent),
-``research.rl`` (advantage estimators, PPO/value/KL losses, the jitted learner, checkpoints, metrics) and
-``research.toyenv`` (a toy kernel-writing environment judged by the real sandbox). Being built: the staged
-pipeline that chains warm-up, RFT, value pretraining and multi-turn PPO.
+``research.rl`` (advantage estimators, PPO/value/KL losses, the jitted learner, checkpoints, metrics),
+``research.toyenv`` (a toy kernel-writing environment judged by the real sandbox) and ``research.evaluation``
+(released solution sets judged against a KernelBench checkout, Table 1 for any result set, multirun ablation
+tables, report figures). Being built: the staged pipeline that chains warm-up, RFT, value pretraining and
+multi-turn PPO.
 
 May import: ``models``, jax/flax/optax/orbax, torch (task execution on CPU), numpy, openai and bm25s (the
-agent), and ``kernels_env`` only through ``kernels_env.client``, ``kernels_env.rules.messages`` and the agent
-workspace ``kernels_env.session``.
+agent), yaml, matplotlib and pyarrow (evaluation), and ``kernels_env`` only through ``kernels_env.client``,
+``kernels_env.rules.messages`` and the agent workspace ``kernels_env.session``.
 Must never import: hydra, omegaconf, ``experiments``.
 """

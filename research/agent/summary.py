@@ -24,12 +24,15 @@ def _verdict(i: int, r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _row(results: list[dict[str, Any]]) -> dict[str, Any]:
+MODES = ("eager", "compile")
+
+
+def _row(results: list[dict[str, Any]], modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     verdicts = [_verdict(i, r) for i, r in enumerate(results)]
     s = summarize(verdicts, [v["problem"] for v in verdicts])
     pass_rate = next(iter(s["fast_p"].values()), {}).get("0") if results else None
     row: dict[str, Any] = {"tasks": len(results), "pass_rate": pass_rate, "comparable": s["comparable"]}
-    for mode in ("eager", "compile"):
+    for mode in modes:
         row[f"faster_than_{mode}"] = s["faster_than"].get(mode) if s["comparable"] else None
         row[f"geomean_vs_{mode}"] = s["geomean_speedup"].get(mode)
     row["mean_reward"] = s["mean_reward"]
@@ -38,13 +41,14 @@ def _row(results: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def table1(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """{"overall": row, "levels": {level: row}} over one result per task. ``not_run`` (CPU mode) counts as
-    not passed; speed columns are None without comparable timings."""
+def table1(results: list[dict[str, Any]], modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+    """{"overall": row, "levels": {level: row}} over one result per task (several results of one task: the
+    task weighs 1, the mean over them). ``not_run`` results (CPU mode) leave the shares; speed columns are
+    None without comparable timings. ``modes``: the baselines with faster-than and geomean columns."""
     levels: dict[str, list] = defaultdict(list)
     for r in results:
         levels[str(r.get("level", "all"))].append(r)
-    return {"overall": _row(results), "levels": {k: _row(v) for k, v in sorted(levels.items())}}
+    return {"overall": _row(results, modes), "levels": {k: _row(v, modes) for k, v in sorted(levels.items())}}
 
 
 def format_table1(summary: dict[str, Any]) -> str:

@@ -62,8 +62,8 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             import pyarrow.parquet as pq
         except ImportError:
             raise ImportError(
-                f"reading {path.name} needs pyarrow, which is not part of the pinned requirements: "
-                "`pip install pyarrow`, or convert the file to JSONL"
+                f"reading {path.name} needs pyarrow (pinned in requirements.txt): "
+                "`pip install -r requirements.txt`, or convert the file to JSONL"
             ) from None
         return pq.read_table(path).to_pylist()
     raise ValueError(f"{path}: unsupported dataset file type {suffix!r} (.jsonl, .json, .parquet)")

@@ -1,0 +1,48 @@
+# %% [markdown]
+# # Table 1 of an evaluation run
+# CUDA Agent's Table 1 (pass rate, faster than eager / torch.compile as shares of ALL tasks, geomean speedups
+# over correct solutions) per level, for any result set: `python -m experiments.evaluate`, `kernels_env
+# batch`, `experiments.agent` or `experiments.solutions` results. With an audit report, also on the subset the
+# degenerate-task audit leaves. Every number carries the GPU, torch, protocol, policy and precision it was
+# measured under.
+#
+# Percent-format notebook; as a script: `python notebooks/table1_report.py RUN_DIR [AUDIT.json] [OUT_DIR]`.
+
+# %%
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
+sys.path.insert(0, str(ROOT))
+from research.evaluation import format_table1_report, load_results, read_audit, table1_report  # noqa: E402
+from research.evaluation.figures import plot_table1  # noqa: E402
+
+args = [a for a in sys.argv[1:] if not a.startswith("-")] if "__file__" in globals() else []
+if not args:
+    raise SystemExit("usage: table1_report.py RUN_DIR [AUDIT.json] [OUT_DIR]")
+RUN = Path(args[0])
+AUDIT = Path(args[1]) if len(args) > 1 and args[1] != "-" else None
+OUT = Path(args[2]) if len(args) > 2 else RUN / "report"
+OUT.mkdir(parents=True, exist_ok=True)
+results = load_results(RUN)
+print(f"run: {RUN}: {len(results)} results")
+
+# %% [markdown]
+# ## The table
+# Speed columns are `n/a` when timings are not comparable (CPU mode: correctness only).
+
+# %%
+report = table1_report(results, read_audit(AUDIT) if AUDIT else None)
+print(format_table1_report(report))
+if report["audit"]:
+    for task, flags in report["audit"]["excluded"].items():
+        print(f"left out: {task}: {', '.join(flags)}")
+
+# %% [markdown]
+# ## Figure and the table on disk
+
+# %%
+paths = plot_table1(report, OUT / "table1")
+(OUT / "table1.json").write_text(json.dumps(report, indent=2, default=str))
+print("wrote", OUT / "table1.json", *paths)

@@ -1,0 +1,65 @@
+"""research.evaluation: reproduction workflow on real runs (issue 15).
+
+- Released solution sets: ``import_solutions`` (JSON/JSONL/Parquet, a ``FieldMap``, matched to a KernelBench
+  checkout's problem files by ``ProblemIndex``; unmatched records and duplicate ids reported),
+  ``judge_solutions`` (batch layout, ``SandboxClient.submit`` with several in flight, resumable
+  results.jsonl), ``claims_table`` (claimed vs measured per source, which claims survive and why the others
+  fail); ``evaluate_solution_set`` does all of it (``python -m experiments.solutions``).
+- ``table1_report``: CUDA Agent's Table 1 per level for batch or agent results, on the full set and on the
+  subset the degenerate-task audit leaves (``read_audit``), labelled with GPU / torch / protocol / policy /
+  precision (``labels``); the arithmetic is ``kernels_env.client.summarize`` via ``research.agent.summary``.
+- ``collect`` / ``ablation_table`` / ``curves``: a Hydra multirun directory of ``experiments.train`` as one
+  table (preset x seed) with failed points reported, and its training curves.
+- ``figures`` (``make_figures``) in one ``style``, PDF + PNG.
+
+May import: the standard library, yaml, matplotlib, tqdm, pyarrow (Parquet), ``research.agent.summary``, and
+the sandbox only through ``kernels_env.client``. Never imports hydra/omegaconf (entry points:
+``experiments/solutions.py``, ``experiments/figures.py``), jax or ``models``.
+"""
+
+from .ablations import CURVES, Point, ablation_table, collect, curves, format_ablations
+from .audit import Audit, read_audit
+from .claims import ClaimRule, claim_rows, claims_table, format_claims
+from .evaluate_set import SolutionSetConfig, evaluate_solution_set
+from .judging import judge_solutions, materialise, read_results
+from .kernelbench import ENV_VAR, KernelBenchNotFound, Problem, ProblemIndex, find_kernelbench
+from .labels import labels, result_labels
+from .records import FieldMap, SolutionSetError, read_records
+from .solution_sets import Solution, SolutionSet, import_solutions
+from .table1 import format_table1_report, load_results, table1_report
+
+__all__ = [
+    "CURVES",
+    "ENV_VAR",
+    "Audit",
+    "ClaimRule",
+    "FieldMap",
+    "KernelBenchNotFound",
+    "Point",
+    "Problem",
+    "ProblemIndex",
+    "Solution",
+    "SolutionSet",
+    "SolutionSetConfig",
+    "SolutionSetError",
+    "ablation_table",
+    "claim_rows",
+    "claims_table",
+    "collect",
+    "curves",
+    "evaluate_solution_set",
+    "find_kernelbench",
+    "format_ablations",
+    "format_claims",
+    "format_table1_report",
+    "import_solutions",
+    "judge_solutions",
+    "labels",
+    "load_results",
+    "materialise",
+    "read_audit",
+    "read_records",
+    "read_results",
+    "result_labels",
+    "table1_report",
+]

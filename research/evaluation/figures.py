@@ -1,0 +1,236 @@
+"""The report figures, drawn from the tables of this package (never from numbers of their own), in the
+project style (``style``), each saved as PDF and PNG. ``make_figures(run_dir)`` draws every figure a run
+directory has the files for (``python -m experiments.figures run_dir=...``; the notebooks call the same
+functions)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import style
+from .ablations import CURVES, ablation_table, collect, curves
+from .audit import read_audit
+from .claims import SURVIVES, claims_table
+from .table1 import load_results, table1_report
+
+
+def plot_table1(report: dict[str, Any], stem: str | Path) -> list[Path]:
+    """Bars per level: pass rate and faster-than shares (full set; the audited subset hatched)."""
+    fig, axes = style.figure()
+    ax = axes[0][0]
+    cols = [("pass_rate", "pass")] + [(f"faster_than_{m}", f"> {m}") for m in ("eager", "compile")]
+    tables = [("full", report["full"], None)] + (
+        [("audited", report["audited"], "//")] if report["audited"] else []
+    )
+    levels = ["overall", *report["full"]["levels"]]
+    width = 0.8 / (len(cols) * len(tables))
+    i = 0
+    for name, table, hatch in tables:
+        for j, (key, label) in enumerate(cols):
+            raw = [
+                (table["overall"] if lv == "overall" else table["levels"].get(lv, {})).get(key)
+                for lv in levels
+            ]
+            vals = [v or 0.0 for v in raw]
+            xs = [k + (i - (len(cols) * len(tables) - 1) / 2) * width for k in range(len(levels))]
+            ax.bar(
+                xs,
+                vals,
+                width,
+                label=f"{label} ({name})",
+                color=style.PALETTE[j],
+                hatch=hatch,
+                alpha=1.0 if hatch is None else 0.6,
+            )
+            for x, v in zip(xs, raw):
+                if v is None:  # not measured (CPU mode): say so instead of drawing a zero
+                    ax.text(x, 0.01, "n/a", ha="center", va="bottom", fontsize=6, rotation=90)
+            i += 1
+    ax.set_xticks(range(len(levels)), [lv if lv in ("overall", "all") else f"L{lv}" for lv in levels])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of all tasks")
+    lab = report["labels"]
+    ax.set_title(
+        f"Table 1 · {lab['gpu']} · torch {lab['torch']} · {lab['protocol']}/{lab['policy']}", fontsize=8
+    )
+    ax.legend(ncol=2)
+    return style.save(fig, stem)
+
+
+def plot_claims(table: dict[str, Any], stem: str | Path) -> list[Path]:
+    """Left: outcome of every claim per source (stacked); right: claimed vs measured speedups."""
+    fig, axes = style.figure(1, 2)
+    ax, sc = axes[0]
+    rows = table["rows"]
+    sources = sorted({str(r["source"]) for r in rows})
+    classes = sorted({r["outcome"] for r in rows}, key=lambda c: (c != SURVIVES, c))
+    counts = {s: Counter(r["outcome"] for r in rows if str(r["source"]) == s) for s in sources}
+    bottom = [0] * len(sources)
+    for k, cls in enumerate(classes):
+        vals = [counts[s][cls] for s in sources]
+        ax.bar(sources, vals, bottom=bottom, label=cls, color=style.PALETTE[k % len(style.PALETTE)])
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_ylabel("claims")
+    ax.set_title("claim outcomes per source")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    pairs = [r for r in rows if r["measured"] is not None]
+    if pairs:
+        for k, s in enumerate(sources):
+            mine = [r for r in pairs if str(r["source"]) == s]
+            sc.scatter(
+                [r["claimed"] for r in mine],
+                [r["measured"] for r in mine],
+                s=12,
+                label=s,
+                color=style.PALETTE[k % len(style.PALETTE)],
+            )
+        lo = min(min(r["claimed"], r["measured"]) for r in pairs) * 0.8
+        hi = max(max(r["claimed"], r["measured"]) for r in pairs) * 1.25
+        sc.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
+        sc.set_xscale("log")
+        sc.set_yscale("log")
+        sc.set_xlabel("claimed speedup")
+        sc.set_ylabel("measured speedup")
+        sc.legend()
+    else:
+        sc.text(
+            0.5,
+            0.5,
+            "no comparable timings\n(CPU mode: correctness only)",
+            ha="center",
+            va="center",
+            transform=sc.transAxes,
+        )
+        sc.set_axis_off()
+    return style.save(fig, stem)
+
+
+def plot_audit(reports: list[dict[str, Any]], stem: str | Path) -> list[Path]:
+    """Problems per flag kind and tolerance, and the audit's status counts."""
+    fig, axes = style.figure(1, 2)
+    ax, st = axes[0]
+    kinds: dict[str, Counter] = defaultdict(Counter)
+    for r in reports:
+        for f in {(f["kind"], f.get("tolerance")) for f in r.get("flags") or []}:
+            kinds[f[0]][f[1]] += 1
+    tols = sorted({t for c in kinds.values() for t in c}, key=lambda t: (t is None, t or 0))
+    names = sorted(kinds)
+    width = 0.8 / max(len(tols), 1)
+    for k, t in enumerate(tols):
+        ax.barh(
+            [i + k * width for i in range(len(names))],
+            [kinds[n][t] for n in names],
+            width,
+            label="any tolerance" if t is None else f"tol {t:g}",
+            color=style.PALETTE[k],
+        )
+    ax.set_yticks([i + width * (len(tols) - 1) / 2 for i in range(len(names))], names)
+    ax.set_xlabel("problems flagged")
+    ax.legend()
+    status = Counter(r.get("status") for r in reports)
+    st.bar(list(status), list(status.values()), color=style.PALETTE[0])
+    st.set_title(f"{len(reports)} problems audited")
+    return style.save(fig, stem)
+
+
+def plot_ablations(table: dict[str, Any], metric: str, stem: str | Path) -> list[Path]:
+    """Mean +- std of ``metric`` per preset over seeds, each seed a dot; failed points in the label."""
+    fig, axes = style.figure()
+    ax = axes[0][0]
+    names = list(table["presets"])
+    means = [table["presets"][n][metric]["mean"] for n in names]
+    stds = [table["presets"][n][metric]["std"] or 0.0 for n in names]
+    ax.bar(
+        range(len(names)), [m or 0.0 for m in means], yerr=stds, color=style.PALETTE[0], alpha=0.7, capsize=3
+    )
+    for i, n in enumerate(names):
+        ys = [
+            r[metric]
+            for r in table["rows"]
+            if r["preset"] == n and r["status"] != "failed" and isinstance(r.get(metric), int | float)
+        ]
+        ax.scatter([i] * len(ys), ys, color="black", s=8, zorder=3)
+    labels = [
+        n + (f"\n({table['presets'][n]['failed']} failed)" if table["presets"][n]["failed"] else "")
+        for n in names
+    ]
+    ax.set_xticks(range(len(names)), labels, rotation=20)
+    ax.set_ylabel(metric)
+    return style.save(fig, stem)
+
+
+def plot_curves(curve_data: dict[str, dict[str, list]], stem: str | Path) -> list[Path]:
+    """One panel per training curve; per preset the mean over seeds (bold) and each seed (faint)."""
+    fig, axes = style.figure(2, 3, height=2.4)
+    for ax, name in zip(axes.ravel(), CURVES):
+        by_preset: dict[str, list] = defaultdict(list)
+        for label, pts in curve_data.get(name, {}).items():
+            by_preset[label.rsplit(" seed ", 1)[0]].append(dict(pts))
+        for k, (preset, runs) in enumerate(sorted(by_preset.items())):
+            color = style.PALETTE[k % len(style.PALETTE)]
+            for run in runs:
+                ax.plot(list(run), list(run.values()), color=color, alpha=0.25, lw=0.8)
+            steps = sorted(set.intersection(*(set(r) for r in runs)))
+            ax.plot(steps, [sum(r[s] for r in runs) / len(runs) for s in steps], color=color, label=preset)
+        ax.set_title(name.replace("_", " "))
+        ax.set_xlabel("step")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4))
+    fig.tight_layout(rect=(0, 0.07 if handles else 0, 1, 1))
+    return style.save(fig, stem)
+
+
+def make_figures(
+    run_dir: str | Path, out_dir: str | Path | None = None, audit: str | None = None
+) -> list[Path]:
+    """Every figure ``run_dir`` has the files for: a results.jsonl (Table 1; claims when the results carry
+    claims), an audit report (``audit.json``/``audit.jsonl`` or ``audit``), a multirun directory
+    (ablation bars and training curves)."""
+    run = Path(run_dir)
+    out = Path(out_dir) if out_dir else run / "figures"
+    made: list[Path] = []
+    audit_path = (
+        Path(audit)
+        if audit
+        else next((run / n for n in ("audit.json", "audit.jsonl") if (run / n).is_file()), None)
+    )
+    audit_obj = read_audit(audit_path) if audit_path else None
+    if (run / "results.jsonl").is_file():
+        results = load_results(run)
+        made += plot_table1(table1_report(results, audit_obj), out / "table1")
+        if any(r.get("claimed") for r in results):
+            made += plot_claims(claims_table(results), out / "claims")
+    if audit_path:
+        made += plot_audit(list(audit_obj.reports.values()), out / "audit")
+    if any((d / ".hydra" / "overrides.yaml").is_file() for d in run.iterdir() if d.is_dir()):
+        points = collect(run)
+        table = ablation_table(points)
+        metric = next((m for m in ("faster_compile", "reward_mean") if m in table["metrics"]), None)
+        if metric:
+            made += plot_ablations(table, metric, out / f"ablations_{metric}")
+        made += plot_curves(curves(points), out / "curves")
+        (out / "ablations.json").write_text(json.dumps(table, indent=2, default=str))
+    if not made:
+        raise FileNotFoundError(f"{run}: nothing to draw (no results.jsonl, audit report or multirun points)")
+    return made
+
+
+@dataclass
+class FiguresConfig:
+    run_dir: str = ""  # an evaluation / agent / solutions run directory, or a multirun directory (required)
+    out_dir: str | None = None  # None: <run_dir>/figures
+    audit: str | None = None  # an audit report; None: <run_dir>/audit.json(l) when there is one
+
+
+def run_figures(cfg: FiguresConfig) -> list[Path]:
+    if not cfg.run_dir or not Path(cfg.run_dir).is_dir():
+        raise FileNotFoundError(f"run_dir={cfg.run_dir!r} is not a directory")
+    made = make_figures(cfg.run_dir, cfg.out_dir, cfg.audit)
+    for path in made:
+        print(path)
+    return made

@@ -1,0 +1,62 @@
+"""One look for every figure of the project's reports: fonts, grid, palette, sizes; each figure saved as PDF
+(papers) and PNG (notebooks, READMEs) side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
+WIDTH = 6.4  # inches: one column of a two-column page at 100%
+RC = {
+    "figure.dpi": 110,
+    "savefig.dpi": 150,
+    "savefig.bbox": "tight",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.4,
+    "pdf.fonttype": 42,  # embedded TrueType: editable text in the PDF
+}
+
+
+def pyplot():
+    """matplotlib.pyplot with the Agg backend and the project style applied."""
+    import logging
+
+    import matplotlib
+
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatters at INFO
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from cycler import cycler
+
+    plt.rcParams.update(RC)
+    plt.rcParams["axes.prop_cycle"] = cycler(color=list(PALETTE))
+    return plt
+
+
+def figure(nrows: int = 1, ncols: int = 1, height: float = 3.0, **kw):
+    plt = pyplot()
+    return plt.subplots(
+        nrows, ncols, figsize=(WIDTH * max(1, ncols / 2), height * nrows), squeeze=False, **kw
+    )
+
+
+def save(fig, path_stem: str | Path) -> list[Path]:
+    """``<stem>.pdf`` and ``<stem>.png``; the figure is closed."""
+    plt = pyplot()
+    stem = Path(path_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    out = []
+    for ext in ("pdf", "png"):
+        path = stem.with_suffix(f".{ext}")
+        fig.savefig(path)
+        out.append(path)
+    plt.close(fig)
+    return out
