@@ -6,6 +6,7 @@ sampler, chunked log-probs, a critic, sharding rules and Orbax checkpoints. See 
     model, config = models.load_hf("/ckpt/Qwen2.5-Coder-1.5B", dtype="bfloat16", attention_impl="cudnn")
     logits = model(tokens)                                  # [B, T] -> [B, T, V] fp32
     out = models.Sampler(model, tokenizer=tok).generate(prompt_ids, models.SamplingConfig(temperature=0.7))
+    nxt = sampler.generate([ids + obs], cfg, caches=out.caches, keep_cache=True)  # prefill only ``obs``
     lp = models.token_logprobs(model, tokens)               # [B, T-1] fp32, chunked over tokens
     critic = models.Critic.from_policy(model)               # values [B, T], no vocabulary logits
 
@@ -25,6 +26,7 @@ from ._config import (
     qwen2_0_5b_config,
     tiny_config,
 )
+from ._continue import CacheRow
 from ._critic import Critic, load_critic
 from ._decode import DecodeConfig
 from ._hf import CheckpointError, expected_tensors, load_hf, save_hf
@@ -45,6 +47,7 @@ __all__ = [
     "AXES",
     "DEFAULT_RULES",
     "TOKENIZER_DIR",
+    "CacheRow",
     "CausalLM",
     "CheckpointError",
     "Critic",

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from . import _continue
 from ._decode import CACHE_MULTIPLE, DecodeConfig
 from ._model import KVCache, cache_from_prefill, cast_params
 from ._sampling import sample_tokens
@@ -81,6 +82,7 @@ class SampleOutput:
     lengths: np.ndarray
     finish_reasons: list[str]
     stats: dict[str, Any] = field(default_factory=dict)
+    caches: list | None = None  # per-row models.CacheRow with generate(keep_cache=True)
 
     def response_ids(self, i: int) -> list[int]:
         return self.tokens[i, : self.lengths[i]].tolist()
@@ -155,6 +157,8 @@ class Sampler:
         self.trace_counts = {"prefill": 0, "decode": 0}
         self.set_model(model)
         self._prefill = jax.jit(self._prefill_impl, static_argnames=("graphdef", "static"))
+        self._extend = jax.jit(self._extend_impl, static_argnames=("graphdef", "static"))
+        self._extend_logits = jax.jit(self._extend_forward, static_argnames=("graphdef", "static"))
         self._decode_jits: dict[tuple, Any] = {}
         self.set_decode_config(decode or DecodeConfig())
 
@@ -198,11 +202,38 @@ class Sampler:
     def _prefill_impl(self, state, tokens, lengths, key, dyn, *, graphdef, static: _Static):
         self.trace_counts["prefill"] += 1
         model = self._inference_model(graphdef, state)
-        b, p = tokens.shape
+        p = tokens.shape[1]
         attn_mask = jnp.arange(p)[None, :] >= (p - lengths)[:, None]
         hidden, kvs = model.model(tokens, attention_mask=attn_mask, return_kv=True)
         cache = cache_from_prefill(kvs, static.cache_len)
         logits = model.logits(hidden[:, -1])
+        return self._first_step(logits, lengths, p - lengths, cache, key, dyn, static)
+
+    def _extend_forward(self, state, tokens, positions, lengths, src_k, src_v, delta, *, graphdef, static):
+        """The window of a continued turn (``models._continue``): shift each row's cache into place and run
+        the window tokens against it. Returns the last position's logits and the filled cache."""
+        model = self._inference_model(graphdef, state)
+        t = tokens.shape[1]
+        p = static.prompt_len
+        cache = KVCache(
+            _continue.shifted_cache(src_k, delta, static.cache_len),
+            _continue.shifted_cache(src_v, delta, static.cache_len),
+        )
+        hidden, cache = model.model.decode(tokens, cache, p - t, positions, p - lengths, attention="xla")
+        return model.logits(hidden[:, -1]), cache
+
+    def _extend_impl(
+        self, state, tokens, positions, lengths, src_k, src_v, delta, key, dyn, *, graphdef, static
+    ):
+        self.trace_counts["prefill"] += 1
+        logits, cache = self._extend_forward(
+            state, tokens, positions, lengths, src_k, src_v, delta, graphdef=graphdef, static=static
+        )
+        kv_start = static.prompt_len - lengths
+        return self._first_step(logits, lengths, kv_start, cache, key, dyn, static)
+
+    def _first_step(self, logits, lengths, kv_start, cache, key, dyn, static: _Static) -> _Carry:
+        b = logits.shape[0]
         tok, lp = sample_tokens(
             logits,
             jax.random.fold_in(key, 0),
@@ -225,7 +256,7 @@ class Sampler:
             gen_len=active.astype(jnp.int32),
             done=(~active) | eos | (m == 1),
             finish=finish,
-            kv_start=(p - lengths).astype(jnp.int32),
+            kv_start=kv_start.astype(jnp.int32),
             cache=cache,
             key=key,
         )
@@ -306,22 +337,32 @@ class Sampler:
 
     # --- host side ----------------------------------------------------------------------------------------
 
-    def _prepare(self, prompts: list[list[int]], config: SamplingConfig):
-        """Bucketed, left-padded token and length arrays, the static settings and the traced values."""
-        cfg = self.config
+    def _check_prompts(self, prompts: list[list[int]]) -> None:
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("generate needs at least one prompt and every prompt needs at least one token")
-        if any(t < 0 or t >= cfg.vocab_size for p in prompts for t in p):
-            raise ValueError(f"prompt token ids must be in [0, {cfg.vocab_size})")
+        if any(t < 0 or t >= self.config.vocab_size for p in prompts for t in p):
+            raise ValueError(f"prompt token ids must be in [0, {self.config.vocab_size})")
+
+    def _pad_id(self) -> int:
+        return self.config.pad_token_id if self.config.pad_token_id is not None else 0
+
+    def _prepare(self, prompts: list[list[int]], config: SamplingConfig):
+        """Bucketed, left-padded token and length arrays, the static settings and the traced values."""
+        self._check_prompts(prompts)
         b = bucket(len(prompts), self.batch_buckets)
         p = bucket(max(len(x) for x in prompts), self.prompt_buckets)
-        pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+        pad_id = self._pad_id()
         tokens = np.full((b, p), pad_id, np.int32)
         lengths = np.zeros((b,), np.int32)
         for i, x in enumerate(prompts):
             tokens[i, p - len(x) :] = x
             lengths[i] = len(x)
-        eos_ids = cfg.eos_token_ids if config.eos_token_ids is None else config.eos_token_ids
+        static, dyn = self._settings(config, p)
+        return tokens, lengths, static, dyn
+
+    def _settings(self, config: SamplingConfig, p: int):
+        """The static settings (prompt bucket ``p``) and the traced values of a call."""
+        eos_ids = self.config.eos_token_ids if config.eos_token_ids is None else config.eos_token_ids
         eos = np.full((max(8, len(eos_ids)),), -1, np.int32)  # fixed length: new ids do not recompile
         eos[: len(eos_ids)] = eos_ids
         greedy = config.temperature == 0.0
@@ -332,7 +373,7 @@ class Sampler:
             top_k=0 if greedy else config.top_k,
             use_top_p=(not greedy) and config.top_p < 1.0,
             candidates=config.top_p_candidates,
-            pad_id=pad_id,
+            pad_id=self._pad_id(),
             prompt_len=p,
             cache_len=-(-(p + config.max_new_tokens) // multiple) * multiple,
         )
@@ -341,7 +382,58 @@ class Sampler:
             "top_p": jnp.float32(config.top_p),
             "eos": jnp.asarray(eos),
         }
-        return tokens, lengths, static, dyn
+        return static, dyn
+
+    def _prepare_continue(self, prompts: list[list[int]], caches, config: SamplingConfig):
+        """Inputs of a continued call (``models._continue``): window tokens, positions, context lengths,
+        the rows' caches and their shifts, the static settings and the traced values."""
+        self._check_prompts(prompts)
+        if len(caches) != len(prompts):
+            raise ValueError(f"caches has {len(caches)} entries for {len(prompts)} prompts")
+        cached = [_continue.check_prefix(x, r, i) for i, (x, r) in enumerate(zip(prompts, caches))]
+        b = bucket(len(prompts), self.batch_buckets)
+        t = bucket(max(len(x) - c for x, c in zip(prompts, cached)), self.prompt_buckets)
+        c = bucket(max(cached), self.prompt_buckets) if max(cached) else 0
+        tokens, positions, lengths, p = _continue.window(prompts, cached, b, t, c, self._pad_id())
+        src_k, src_v, ends = _continue.gather_sources(list(caches), b)
+        new = np.array([len(x) - k for x, k in zip(prompts, cached)] + [0] * (b - len(prompts)), np.int32)
+        delta = np.where(ends > 0, (p - new) - ends, 0).astype(np.int32)
+        static, dyn = self._settings(config, p)
+        return tokens, positions, lengths, src_k, src_v, delta, static, dyn
+
+    def next_token_logits(self, prompts, caches=None) -> np.ndarray:
+        """fp32 logits [n, V] after each prompt, computed like ``generate`` computes them (with ``caches``:
+        only the new tokens against each row's kept cache). For checks of the continuation path."""
+        prompts = [list(map(int, p)) for p in prompts]
+        caches = list(caches) if caches is not None else [None] * len(prompts)
+        if all(r is None for r in caches):
+            caches = [None] * len(prompts)
+            args = self._prepare_fresh_as_continue(prompts)
+        else:
+            args = self._prepare_continue(prompts, caches, SamplingConfig(max_new_tokens=1))
+        tokens, positions, lengths, src_k, src_v, delta, static, _ = args
+        logits, _ = self._extend_logits(
+            self.state,
+            jnp.asarray(tokens),
+            jnp.asarray(positions),
+            jnp.asarray(lengths),
+            src_k,
+            src_v,
+            jnp.asarray(delta),
+            graphdef=self.graphdef,
+            static=static,
+        )
+        return np.asarray(logits, np.float32)[: len(prompts)]
+
+    def _prepare_fresh_as_continue(self, prompts):
+        cfg = self.config
+        self._check_prompts(prompts)
+        b = bucket(len(prompts), self.batch_buckets)
+        t = bucket(max(len(x) for x in prompts), self.prompt_buckets)
+        tokens, positions, lengths, p = _continue.window(prompts, [0] * len(prompts), b, t, 0, self._pad_id())
+        z = jnp.zeros((b, cfg.num_layers, cfg.num_kv_heads, 1, cfg.head_dim), cfg.compute_jnp_dtype)
+        static, dyn = self._settings(SamplingConfig(max_new_tokens=1), p)
+        return tokens, positions, lengths, z, z, np.zeros((b,), np.int32), static, dyn
 
     def decode_program_text(self, prompts, config: SamplingConfig | None = None) -> str:
         """The optimised XLA program (HLO text) of the decode loop ``generate(prompts, config)`` runs, for
@@ -363,32 +455,65 @@ class Sampler:
         seed: int = 0,
         key=None,
         sync_timing: bool = False,
+        caches=None,
+        keep_cache: bool = False,
     ) -> SampleOutput:
         """Sample continuations of ``prompts`` (a list of token-id lists, each non-empty).
 
         Deterministic for a fixed ``seed``/``key``. ``sync_timing`` blocks after prefill to report
-        ``stats['prefill_s']`` and ``stats['decode_s']`` separately."""
+        ``stats['prefill_s']`` and ``stats['decode_s']`` separately. ``keep_cache``: return each row's KV
+        cache in ``out.caches`` (:class:`models.CacheRow`); ``caches``: one kept cache (or None) per prompt,
+        whose prompt extends the cached tokens: only the new tokens are prefilled (``models._continue``).
+        ``stats['prefill_tokens']``: window positions computed for real rows; ``stats['new_tokens']``:
+        prompt tokens that were not cached."""
         config = config or SamplingConfig()
         prompts = [list(map(int, p)) for p in prompts]
         if config.stop_strings and self.tokenizer is None:
             raise ValueError("stop strings need the Sampler to be built with a tokenizer")
         n = len(prompts)
-        tokens, lengths, static, dyn = self._prepare(prompts, config)
-        b, p = tokens.shape
-        pad_id = static.pad_id
         key = jax.random.key(seed) if key is None else key
-
+        continued = caches is not None and any(r is not None for r in caches)
         t0 = time.perf_counter()
-        carry = self._prefill(
-            self.state,
-            jnp.asarray(tokens),
-            jnp.asarray(lengths),
-            key,
-            dyn,
-            graphdef=self.graphdef,
-            static=static,
-        )
-        stats: dict[str, Any] = {"batch_bucket": b, "prompt_bucket": p, "decode_calls": 0}
+        if continued:
+            tokens, positions, lengths, src_k, src_v, delta, static, dyn = self._prepare_continue(
+                prompts, list(caches), config
+            )
+            carry = self._extend(
+                self.state,
+                jnp.asarray(tokens),
+                jnp.asarray(positions),
+                jnp.asarray(lengths),
+                src_k,
+                src_v,
+                jnp.asarray(delta),
+                key,
+                dyn,
+                graphdef=self.graphdef,
+                static=static,
+            )
+            new_tokens = sum(len(x) - r.length if r is not None else len(x) for x, r in zip(prompts, caches))
+        else:
+            tokens, lengths, static, dyn = self._prepare(prompts, config)
+            carry = self._prefill(
+                self.state,
+                jnp.asarray(tokens),
+                jnp.asarray(lengths),
+                key,
+                dyn,
+                graphdef=self.graphdef,
+                static=static,
+            )
+            new_tokens = sum(len(x) for x in prompts)
+        b, p = tokens.shape[0], static.prompt_len
+        pad_id = static.pad_id
+        stats: dict[str, Any] = {
+            "batch_bucket": b,
+            "prompt_bucket": p,
+            "decode_calls": 0,
+            "prefill_tokens": n * tokens.shape[1],
+            "new_tokens": new_tokens,
+            "continued": continued,
+        }
         if sync_timing:
             jax.block_until_ready(carry)
             stats["prefill_s"] = time.perf_counter() - t0
@@ -423,6 +548,11 @@ class Sampler:
             stats["decode_s"] = time.perf_counter() - t1
         stats["steps"] = step
         mask = np.arange(m)[None, :] < gen_len[:, None]
+        kept = None
+        if keep_cache:
+            responses = [out_tokens[i, : gen_len[i]].tolist() for i in range(n)]
+            kv_start = np.asarray(jax.device_get(carry.kv_start))
+            kept = _continue.split_rows(carry.cache, prompts, responses, kv_start, p)
         return SampleOutput(
             prompt_ids=prompts,
             tokens=np.where(mask, out_tokens, pad_id)[:n],
@@ -431,6 +561,7 @@ class Sampler:
             lengths=gen_len[:n].astype(np.int64),
             finish_reasons=[FINISH_NAMES.get(int(f), "length") for f in finish[:n]],
             stats=stats,
+            caches=kept,
         )
 
 

@@ -21,7 +21,7 @@ FORBIDDEN = {
     "experiments": set(),
 }
 # research speaks to the sandbox only through these modules.
-RESEARCH_MAY_USE = {"kernels_env.client", "kernels_env.rules.messages"}
+RESEARCH_MAY_USE = {"kernels_env.client", "kernels_env.rules.messages", "kernels_env.session"}
 
 
 def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
@@ -58,8 +58,15 @@ def violations(package: str, source: str, module: str, is_package: bool = False)
     return bad
 
 
+# Candidate solutions shipped as data (judged inside the sandbox, never imported by the library): like
+# examples/solutions/, they may use what a candidate may use (e.g. kernels_env.fastpath).
+CANDIDATE_DIRS = (ROOT / "research" / "agent" / "skills" / "examples",)
+
+
 def _modules(package: str):
     for path in sorted((ROOT / package).rglob("*.py")):
+        if any(d in path.parents for d in CANDIDATE_DIRS):
+            continue
         rel = path.relative_to(ROOT).with_suffix("")
         parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
         yield path, ".".join(parts), rel.name == "__init__"

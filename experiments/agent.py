@@ -1,0 +1,40 @@
+"""The agent loop over a task set: every problem an episode of a policy in the sandbox.
+
+    python -m experiments.agent policy=openai policy.model=gpt-x policy.base_url=http://127.0.0.1:8000/v1 \
+        policy.api_key_env=MY_KEY tasks.problems_dir=KernelBench/level1 sandbox=gpu
+    python -m experiments.agent policy=flax policy.model=qwen2_0_5b_random agent=train agent.skills=false
+    python -m experiments.agent policy=scripted policy.script=demo.json sandbox=cpu agent.max_turns=5
+
+Writes results.jsonl, trajectories.jsonl and summary.json (Table 1 per level) into out_dir; resumes.
+"""
+
+from __future__ import annotations
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from experiments._hydra import to_dataclass
+from research.agent import RunConfig
+
+
+def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
+    """``out_dir``: where results go when the config leaves ``out_dir`` null (main: the Hydra run dir)."""
+    node = OmegaConf.to_container(cfg, resolve=True)
+    node.pop("hydra", None)
+    node["out_dir"] = node.get("out_dir") or out_dir
+    return to_dataclass(RunConfig, node, where="policy/agent/tasks/sandbox/judge")
+
+
+CONFIG_NAME = "agent"
+
+
+@hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from research.agent import run_agent
+
+    run_agent(to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir))
+
+
+if __name__ == "__main__":
+    main()

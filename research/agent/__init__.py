@@ -1,0 +1,66 @@
+"""research.agent: the ReAct agent loop of CUDA Agent (reason -> tool call -> observation) over our sandbox.
+
+    from research.agent import RunConfig, run_agent
+    summary = run_agent(RunConfig(policy=PolicyConfig(name="openai", model="m", base_url=URL)))
+
+- ``run_episode`` runs one task in a ``kernels_env.session.WorkspaceSession`` under budgets (turns, context
+  tokens, wall time, bytes per observation) and ends with a stated reason; the reward is ALWAYS a fresh full
+  evaluation of the workspace (``WorkspaceSession.evaluate``), never earlier tool output.
+- Tools (``TOOL_SPECS``, one JSON schema for every policy): list_files, read_file, write_file, edit_file,
+  compile, verify, benchmark, profile, sanitize, roofline, skill, submit; errors are observations.
+- Skills (``SkillLibrary``): an optimisation guide and verified example kernels, BM25-retrieved; off by
+  config (``AgentConfig.skills``).
+- Policies (``make_policy``): ``openai`` (any OpenAI-compatible endpoint), ``flax`` (our decoder,
+  token-in-token-out, batched generation, KV cache kept across turns), ``scripted``.
+- ``run_agent`` runs a task set concurrently and writes results.jsonl, trajectories.jsonl (what RL
+  consumes: messages, tool calls, verdict, reward, end reason, timings; prompt_ids / response_ids /
+  response_mask / logprobs / turns for token policies) and summary.json (Table 1 per level); it resumes.
+
+May import: the standard library, numpy, ``models`` (the Flax policy), ``openai``, ``bm25s``, ``tqdm`` and the
+sandbox only through ``kernels_env.client``, ``kernels_env.session`` and ``kernels_env.protocol``.
+Never imports hydra/omegaconf (the entry point is ``experiments/agent.py``).
+"""
+
+from .actions import Action, ToolCall
+from .config import AgentConfig, AgentConfigError, Budgets, PolicyConfig, RunConfig, TasksConfig
+from .episode import EpisodeResult, run_episode
+from .policies import ChatFormat, Policy, PolicyEpisode, ScriptedPolicy, make_policy, parse_tool_calls
+from .prompts import extract_code
+from .runner import read_jsonl, run_agent
+from .skills import Skill, SkillLibrary
+from .summary import format_table1, table1
+from .tasks import Task, find_tasks
+from .tools import TOOL_NAMES, TOOL_SPECS, ToolBox, ToolResult, tool_specs
+
+__all__ = [
+    "TOOL_NAMES",
+    "TOOL_SPECS",
+    "Action",
+    "AgentConfig",
+    "AgentConfigError",
+    "Budgets",
+    "ChatFormat",
+    "EpisodeResult",
+    "Policy",
+    "PolicyConfig",
+    "PolicyEpisode",
+    "RunConfig",
+    "ScriptedPolicy",
+    "Skill",
+    "SkillLibrary",
+    "Task",
+    "TasksConfig",
+    "ToolBox",
+    "ToolCall",
+    "ToolResult",
+    "extract_code",
+    "find_tasks",
+    "format_table1",
+    "make_policy",
+    "parse_tool_calls",
+    "read_jsonl",
+    "run_agent",
+    "run_episode",
+    "table1",
+    "tool_specs",
+]

@@ -1,0 +1,125 @@
+"""Typed configs of the agent loop (filled from Hydra by ``experiments/agent.py``; plain dataclasses here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernels_env.client import JudgeConfig, SandboxConfig
+
+POLICIES = ("openai", "flax", "scripted")
+MODES = ("agentic", "single_turn")
+
+
+class AgentConfigError(ValueError):
+    """A config value the agent loop cannot run with."""
+
+
+@dataclass
+class Budgets:
+    """When an episode ends if the policy never submits (CUDA Agent: 150 turns in training, 200 in
+    evaluation; 128K context). ``max_observation_bytes``: one tool result, truncated with a note beyond."""
+
+    max_turns: int = 200
+    max_context_tokens: int = 131_072
+    max_wall_s: float = 3600.0
+    max_observation_bytes: int = 8_192
+
+    def __post_init__(self):
+        for name in ("max_turns", "max_context_tokens", "max_wall_s", "max_observation_bytes"):
+            if getattr(self, name) <= 0:
+                raise AgentConfigError(f"agent budget {name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclass
+class AgentConfig:
+    """The loop: budgets, skills on/off (the paper's missing ablation), agentic or single-turn, how many
+    episodes run at once, and how many results the skill tool returns."""
+
+    max_turns: int = 200
+    max_context_tokens: int = 131_072
+    max_wall_s: float = 3600.0
+    max_observation_bytes: int = 8_192
+    skills: bool = True
+    skill_results: int = 3
+    mode: str = "agentic"
+    concurrency: int = 8
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise AgentConfigError(f"agent.mode must be one of {MODES}, got {self.mode!r}")
+        if self.concurrency < 1 or self.skill_results < 1:
+            raise AgentConfigError("agent.concurrency and agent.skill_results must be >= 1")
+        Budgets(self.max_turns, self.max_context_tokens, self.max_wall_s, self.max_observation_bytes)
+
+    @property
+    def budgets(self) -> Budgets:
+        return Budgets(self.max_turns, self.max_context_tokens, self.max_wall_s, self.max_observation_bytes)
+
+
+@dataclass
+class PolicyConfig:
+    """One policy, chosen by ``name``. Shared: model, temperature, max_tokens (per turn), seed.
+
+    openai: ``base_url``, ``api_key_env`` (the environment variable holding the key), ``timeout_s``,
+    ``max_retries`` with exponential ``backoff_s`` on 429/5xx/connection errors.
+    flax: ``model`` is ``tiny``, ``qwen2_0_5b_random`` or a Hugging Face checkpoint directory; ``tokenizer``
+    (default: the checkpoint's, the bundled one for the random models), ``dtype``, ``batch_buckets``,
+    ``max_wait_s`` (how long a batch waits for more episodes to ask), ``keep_cache`` (multi-turn KV cache).
+    scripted: ``script``, a JSON file with a list of tool calls ``{"name", "arguments"}`` (or a list of
+    such lists, one per task in order)."""
+
+    name: str = "scripted"
+    model: str = ""
+    temperature: float = 0.7
+    max_tokens: int = 4096
+    seed: int = 0
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 600.0
+    max_retries: int = 5
+    backoff_s: float = 2.0
+    tokenizer: str = ""
+    dtype: str = "bfloat16"
+    batch_buckets: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
+    max_wait_s: float = 0.05
+    keep_cache: bool = True
+    script: str = ""
+
+    def __post_init__(self):
+        if self.name not in POLICIES:
+            raise AgentConfigError(f"policy must be one of {POLICIES}, got {self.name!r}")
+        if self.max_tokens < 1 or self.temperature < 0 or self.max_retries < 0:
+            raise AgentConfigError("policy.max_tokens must be >= 1, temperature and max_retries >= 0")
+
+    def check(self) -> None:
+        """The settings the chosen policy needs (checked when the policy is built)."""
+        if self.name == "openai" and not self.model:
+            raise AgentConfigError("policy=openai needs policy.model (the served model's name)")
+        if self.name == "scripted" and not self.script:
+            raise AgentConfigError("policy=scripted needs policy.script (a JSON list of tool calls)")
+
+
+@dataclass
+class TasksConfig:
+    """KernelBench-format problems under ``problems_dir`` (recursive; ``level1/``-style folders or
+    ``level_1`` in a path give the level). ``limit`` 0: all."""
+
+    problems_dir: str = "examples/problems"
+    pattern: str = "*.py"
+    limit: int = 0
+
+
+@dataclass
+class RunConfig:
+    """One agent run over a task set: writes results.jsonl, trajectories.jsonl and summary.json into
+    ``out_dir`` and resumes (tasks already in results.jsonl are skipped)."""
+
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    out_dir: str = "outputs/agent"
+    resume: bool = True
+    progress: bool = True

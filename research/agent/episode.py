@@ -1,0 +1,189 @@
+"""One episode: reason -> tool call -> observation until the policy submits or a budget ends it; then the
+workspace as it stands is judged by a fresh full evaluation (``WorkspaceSession.evaluate``), never by
+earlier tool output. Single-turn mode: one generation, its code block judged."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernels_env.client import JudgeConfig
+from kernels_env.session import WorkspaceSession
+
+from . import prompts
+from .config import Budgets
+from .policies.base import Policy
+from .tools import ToolBox, tool_specs
+
+# Why an episode ended.
+SUBMITTED, MAX_TURNS, CONTEXT, WALL_TIME = "submitted", "max_turns", "context_budget", "wall_time"
+POLICY_ERROR, POLICY_DONE, SINGLE_TURN, NO_CODE = "policy_error", "policy_done", "single_turn", "no_code"
+NO_TOOL_CALL = (
+    "No tool call found in your reply. Call one of the tools (write_file, compile, verify, benchmark, ...) "
+    "or submit when you are done."
+)
+
+
+@dataclass
+class EpisodeResult:
+    task_id: str
+    level: str
+    end_reason: str
+    verdict: dict[str, Any]
+    messages: list[dict[str, Any]]
+    turns: list[dict[str, Any]]
+    usage: dict[str, Any]
+    timings: dict[str, float]
+    tokens: dict[str, Any] | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def result_record(self) -> dict[str, Any]:
+        v = self.verdict
+        return {
+            "task": self.task_id,
+            "level": self.level,
+            "problem": v.get("problem"),
+            "status": v.get("status"),
+            "reward": v.get("reward"),
+            "speedups": v.get("speedups") or {},
+            "comparable": bool((v.get("timings") or {}).get("comparable")),
+            "error": v.get("error"),
+            "end_reason": self.end_reason,
+            "turns": len(self.turns),
+            "wall_s": round(self.timings.get("total_s", 0.0), 3),
+        }
+
+    def trajectory_record(self) -> dict[str, Any]:
+        rec = {
+            "task": self.task_id,
+            "level": self.level,
+            "end_reason": self.end_reason,
+            "reward": self.verdict.get("reward"),
+            "verdict": self.verdict,
+            "messages": self.messages,
+            "turns": self.turns,
+            "usage": self.usage,
+            "timings": self.timings,
+            "errors": self.errors,
+        }
+        if self.tokens is not None:
+            rec.update(self.tokens)
+        return rec
+
+
+def run_episode(
+    task_id: str,
+    reference: str,
+    policy: Policy,
+    ws: WorkspaceSession,
+    budgets: Budgets,
+    judge: JudgeConfig,
+    *,
+    skills=None,
+    level: str = "all",
+    single_turn: bool = False,
+    skill_results: int = 3,
+) -> EpisodeResult:
+    t0 = time.perf_counter()
+    tools = [] if single_turn else tool_specs(skills is not None)
+    messages = prompts.messages(task_id, reference, skills is not None, single_turn)
+    box = ToolBox(ws, judge, skills, max_bytes=budgets.max_observation_bytes, k=skill_results)
+    episode = policy.start(task_id, messages, tools)
+    turns: list[dict[str, Any]] = []
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "retries": 0}
+    timing = {"policy_s": 0.0, "tools_s": 0.0, "judge_s": 0.0}
+    errors: list[str] = []
+    end = None
+    try:
+        while end is None:
+            if len(turns) >= (1 if single_turn else budgets.max_turns):
+                end = MAX_TURNS
+                break
+            if time.perf_counter() - t0 >= budgets.max_wall_s:
+                end = WALL_TIME
+                break
+            if episode.context_tokens(messages) >= budgets.max_context_tokens:
+                end = CONTEXT
+                break
+            action = episode.act(messages)
+            timing["policy_s"] += action.latency_s
+            for k in usage:
+                usage[k] += int(action.usage.get(k, 0))
+            if action.error:
+                errors.append(action.error)
+                end = POLICY_DONE if action.finish_reason == "script_end" else POLICY_ERROR
+                break
+            messages.append(action.message())
+            turn = {"text_chars": len(action.text), "finish": action.finish_reason, "calls": []}
+            turns.append(turn)
+            if single_turn:
+                end = _write_single_turn(ws, action.text)
+                break
+            new_messages, submitted = [], False
+            for call in action.tool_calls:
+                res = box.run(call)
+                timing["tools_s"] += res.elapsed_s
+                turn["calls"].append(
+                    {
+                        "id": call.id,
+                        "name": call.name,
+                        "ok": res.ok,
+                        "elapsed_s": round(res.elapsed_s, 3),
+                        "truncated": res.truncated,
+                        "error": call.error,
+                    }
+                )
+                new_messages.append(res.message())
+                submitted = submitted or res.submitted
+            if not action.tool_calls:
+                new_messages.append({"role": "user", "content": NO_TOOL_CALL})
+            messages.extend(new_messages)
+            if submitted:
+                end = SUBMITTED
+                break
+            episode.observe(new_messages)
+            if episode.context_tokens(messages) > budgets.max_context_tokens:
+                end = CONTEXT
+    finally:
+        tokens = episode.tokens()
+        episode.close()
+    t1 = time.perf_counter()
+    verdict = final_verdict(ws, judge, errors)
+    timing["judge_s"] = time.perf_counter() - t1
+    timing["total_s"] = time.perf_counter() - t0
+    return EpisodeResult(task_id, level, end, verdict, messages, turns, usage, timing, tokens, errors)
+
+
+def final_verdict(ws: WorkspaceSession, judge: JudgeConfig, errors: list[str]) -> dict[str, Any]:
+    """The reward: a fresh snapshot of the workspace judged by the full harness. A workspace without
+    model_new.py scores as a failure (-1, CUDA Agent's reward for anything that does not run)."""
+    if not any(f["path"] == "model_new.py" for f in ws.list_files()):
+        return {
+            "status": "no_solution",
+            "reward": -1.0,
+            "error": "the workspace has no model_new.py",
+            "problem": ws.problem,
+            "speedups": {},
+            "timings": None,
+        }
+    try:
+        return ws.evaluate(judge=judge)
+    except Exception as exc:  # the sandbox itself failed: no reward, the run goes on
+        errors.append(f"final evaluation failed: {type(exc).__name__}: {exc}")
+        return {
+            "status": "sandbox_error",
+            "reward": None,
+            "error": errors[-1],
+            "problem": ws.problem,
+            "speedups": {},
+            "timings": None,
+        }
+
+
+def _write_single_turn(ws: WorkspaceSession, text: str) -> str:
+    code = prompts.extract_code(text)
+    if code is None:
+        return NO_CODE
+    ws.write_file("model_new.py", code)
+    return SINGLE_TURN

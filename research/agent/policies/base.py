@@ -1,0 +1,47 @@
+"""The one interface every policy implements: ``policy.start(task, messages, tools)`` gives a per-episode
+object whose ``act(messages)`` returns the next assistant turn and whose ``observe(new_messages)`` takes the
+tool results the loop appended. Token policies also report their token-level trajectory."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..actions import Action
+
+
+class PolicyEpisode:
+    """One episode's view of a policy. ``messages`` is the loop's chat history (OpenAI format)."""
+
+    def act(self, messages: list[dict[str, Any]]) -> Action:
+        raise NotImplementedError
+
+    def observe(self, new_messages: list[dict[str, Any]]) -> None:
+        """The messages appended after the last assistant turn (tool results, a note)."""
+
+    def context_tokens(self, messages: list[dict[str, Any]]) -> int:
+        """Tokens in the context now (an estimate of 4 bytes per token where the policy cannot count)."""
+        return len(json.dumps(messages)) // 4
+
+    def tokens(self) -> dict[str, Any] | None:
+        """Token-level trajectory (token policies): prompt_ids, response_ids, response_mask, logprobs,
+        turn boundaries; None for text policies."""
+        return None
+
+    def close(self) -> None:
+        """The episode ended (release caches, leave the batch)."""
+
+
+class Policy:
+    name = "policy"
+
+    def start(
+        self, task_id: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> PolicyEpisode:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def close(self) -> None:
+        pass

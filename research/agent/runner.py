@@ -1,0 +1,146 @@
+"""Many episodes over a task set: concurrent episode threads sharing one sandbox client and one policy
+(the Flax policy batches their generation), results.jsonl / trajectories.jsonl appended as episodes end
+(a rerun into the same directory resumes), summary.json with Table 1 per level, progress on the terminal."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from kernels_env.client import SandboxClient
+from kernels_env.session import WorkspaceSession
+
+from .config import RunConfig
+from .episode import EpisodeResult, run_episode
+from .policies import Policy, make_policy
+from .summary import format_table1, table1
+from .tasks import Task, find_tasks
+
+log = logging.getLogger(__name__)
+RESULTS, TRAJECTORIES, SUMMARY = "results.jsonl", "trajectories.jsonl", "summary.json"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Records of a JSONL file; a torn last line (an interrupted write) is skipped."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            log.warning("skipping a malformed line in %s", path)
+    return out
+
+
+def run_agent(cfg: RunConfig, *, policy: Policy | None = None, client: SandboxClient | None = None) -> dict:
+    """Run every task not yet in ``out_dir/results.jsonl``; returns the summary (also written)."""
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = find_tasks(cfg.tasks)
+    for name in (RESULTS, TRAJECTORIES):
+        _drop_torn_line(out / name)
+    done = {r["task"] for r in read_jsonl(out / RESULTS)} if cfg.resume else set()
+    if not cfg.resume:
+        for name in (RESULTS, TRAJECTORIES):
+            (out / name).unlink(missing_ok=True)
+    todo = [t for t in tasks if t.id not in done]
+    own_policy, own_client = policy is None, client is None
+    policy = policy or make_policy(cfg.policy)
+    client = client or SandboxClient(cfg.sandbox, cfg.judge)
+    skills = None
+    if cfg.agent.skills and cfg.agent.mode == "agentic":
+        from .skills import SkillLibrary
+
+        skills = SkillLibrary()
+    lock = threading.Lock()
+
+    def one(task: Task) -> dict[str, Any]:
+        with WorkspaceSession(task.path, client=client) as ws:
+            res = run_episode(
+                task.id,
+                task.path.read_text(),
+                policy,
+                ws,
+                cfg.agent.budgets,
+                cfg.judge,
+                skills=skills,
+                level=task.level,
+                single_turn=cfg.agent.mode == "single_turn",
+                skill_results=cfg.agent.skill_results,
+            )
+        _append(out, res, lock)
+        return res.result_record()
+
+    try:
+        with _progress(cfg.progress, len(todo)) as bar, ThreadPoolExecutor(cfg.agent.concurrency) as pool:
+            futures = {pool.submit(one, t): t for t in todo}
+            for fut in as_completed(futures):
+                task = futures[fut]
+                try:
+                    rec = fut.result()
+                    bar(f"{task.id}: {rec['status']} ({rec['end_reason']}, {rec['turns']} turns)")
+                except Exception as exc:  # one broken task never stops the others
+                    log.exception("task %s failed", task.id)
+                    bar(f"{task.id}: error {type(exc).__name__}: {exc}")
+    finally:
+        if own_policy:
+            policy.close()
+        if own_client:
+            client.close()
+    results = read_jsonl(out / RESULTS)
+    summary = {
+        "policy": policy.describe(),
+        "mode": cfg.agent.mode,
+        "skills": cfg.agent.skills,
+        "num_tasks": len(tasks),
+        "num_results": len(results),
+        **table1(results),
+    }
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2))
+    print(format_table1(summary))
+    print(f"wrote {out / RESULTS}, {out / TRAJECTORIES} and {out / SUMMARY}")
+    return summary
+
+
+def _drop_torn_line(path: Path) -> None:
+    """Cut an interrupted last write (no newline) so appended records start on a line of their own."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
+        log.warning("dropped an incomplete last line of %s", path)
+
+
+def _append(out: Path, res: EpisodeResult, lock: threading.Lock) -> None:
+    with lock:  # trajectory first: a result line means its trajectory is on disk
+        with open(out / TRAJECTORIES, "a") as f:
+            f.write(json.dumps(res.trajectory_record(), default=str) + "\n")
+        with open(out / RESULTS, "a") as f:
+            f.write(json.dumps(res.result_record(), default=str) + "\n")
+
+
+class _progress:
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total, self.bar = enabled, total, None
+
+    def __enter__(self):
+        if self.enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, desc="episodes", unit="task")
+        return self.update
+
+    def update(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line)
+            self.bar.update(1)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
