@@ -40,9 +40,19 @@ class RuleJudge:
 
 SMALL_TASKS = ToyTaskConfig(num_train=8, num_test=4, num_heldout=4, decontam_dir=None)
 TINY_ARCH = dict(
-    vocab_size=91, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16,
-    intermediate_size=64, bos_token_id=1, eos_token_ids=(2,), pad_token_id=0, max_position_embeddings=256,
-    compute_dtype="float32", attention_impl="xla",
+    vocab_size=91,
+    hidden_size=32,
+    num_layers=1,
+    num_heads=2,
+    num_kv_heads=1,
+    head_dim=16,
+    intermediate_size=64,
+    bos_token_id=1,
+    eos_token_ids=(2,),
+    pad_token_id=0,
+    max_position_embeddings=256,
+    compute_dtype="float32",
+    attention_impl="xla",
 )
 
 
