@@ -11,6 +11,8 @@ Writes <out_dir>/<stage>/ (metrics.jsonl, TensorBoard, curves.png, checkpoints/,
 
 from __future__ import annotations
 
+import logging
+
 import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -34,6 +36,7 @@ def to_config(cfg: DictConfig) -> PipelineConfig:
 def main(cfg: DictConfig) -> None:
     from research.rl.pipeline import run_pipeline
 
+    logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO under Hydra
     config = to_config(cfg)
     manifests = run_pipeline(config)
     for name, m in manifests.items():

@@ -87,6 +87,7 @@ class EvalConfig:
     turns: int = 3
     fresh: bool = True
     max_tasks: int = 0  # 0: every task of each split
+    judge: JudgeConfig | None = None  # None: the training judge's settings
 
 
 @dataclass

@@ -55,7 +55,9 @@ class Runtime:
             self._starter.start()
             cache = JudgeCache(self.out / cfg.judge_cache) if cfg.judge_cache else None
             judge = PlanJudge(self.client, cfg.judge, cache)
-            eval_judge = PlanJudge(self.client, cfg.judge, None if cfg.eval.fresh else cache)
+            eval_cfg = cfg.eval.judge or cfg.judge
+            eval_cache = cache if (not cfg.eval.fresh and eval_cfg == cfg.judge) else None
+            eval_judge = PlanJudge(self.client, eval_cfg, eval_cache)
         self.env = ToyEnv(splits, judge, self._judge_size)
         self.eval_env = ToyEnv(splits, eval_judge or judge, self._judge_size)
         self._samplers: dict[tuple, models.Sampler] = {}
