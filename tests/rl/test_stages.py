@@ -319,9 +319,9 @@ def test_pipeline_runs_every_stage_and_hands_over_checkpoints(smoke_run):
     assert (
         "nll" in rl.read_metrics(out / "rft")[0] and "explained_variance" in rl.read_metrics(out / "value")[0]
     )
-    assert ms["rft"].extra["sampled"] == 8 * cfg.rft.rollout_batches and judge.judged > 0
+    assert ms["rft"].extra["sampled"] == 8 * cfg.rft.rollout_batches
     trajs = pl.read_trajectories(ms["rft"].extra["trajectories"])
-    assert len(trajs) == 8 * cfg.rft.rollout_batches and all(len(t["turns"]) <= 2 for t in trajs)
+    assert len(trajs) == 8 * cfg.rft.rollout_batches and all(1 <= len(t["turns"]) <= 2 and t["turns"][0].get("status") for t in trajs)
     models.restore_checkpoint(ms["ppo"].actor)  # a handed-over checkpoint loads alone
     summary = json.loads((out / "pipeline.json").read_text())
     assert set(summary["stages"]) == set(ms) and not summary["truncated"]
@@ -335,7 +335,7 @@ def test_finished_stages_are_skipped_and_a_changed_stage_reruns(smoke_run):
     judge = RuleJudge()
     third = pl.run_pipeline(cfg, judge=judge)
     assert third["ppo"].step == 3 and third["value"] == ms["value"]
-    assert [r["step"] for r in rl.read_metrics(out / "ppo")] == [1, 2, 3] and judge.judged > 0
+    assert [r["step"] for r in rl.read_metrics(out / "ppo")] == [1, 2, 3]
 
 
 def test_time_budget_truncates_cleanly(tmp_path):
