@@ -321,7 +321,9 @@ def test_pipeline_runs_every_stage_and_hands_over_checkpoints(smoke_run):
     )
     assert ms["rft"].extra["sampled"] == 8 * cfg.rft.rollout_batches
     trajs = pl.read_trajectories(ms["rft"].extra["trajectories"])
-    assert len(trajs) == 8 * cfg.rft.rollout_batches and all(1 <= len(t["turns"]) <= 2 and t["turns"][0].get("status") for t in trajs)
+    assert len(trajs) == 8 * cfg.rft.rollout_batches and all(
+        1 <= len(t["turns"]) <= 2 and t["turns"][0].get("status") for t in trajs
+    )
     models.restore_checkpoint(ms["ppo"].actor)  # a handed-over checkpoint loads alone
     summary = json.loads((out / "pipeline.json").read_text())
     assert set(summary["stages"]) == set(ms) and not summary["truncated"]
