@@ -114,6 +114,7 @@ class PipelineConfig:
     skills: bool = False  # the toy environment has no skill library (see docs/rl.md)
     time_budget_s: float | None = None  # stop cleanly (checkpoint + manifest) when it runs out
     progress: bool = True
+    tensorboard: bool = True  # TensorBoard events beside metrics.jsonl (tensorboardX)
 
     def __post_init__(self) -> None:
         if self.pipeline != "staged":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import time
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ def demo_pipeline(out_dir: str, cache: str, seed: int = 0) -> PipelineConfig:
         judge_cache=cache,
         eval=EvalConfig(enabled=True, turns=2, fresh=True, judge=full_judge()),
         progress=False,
+        tensorboard=importlib.util.find_spec("tensorboardX") is not None,
     )
     ro = dict(episodes=64, group_size=4, max_context=96, temperature=1.0)
     cfg.warmup.steps, cfg.warmup.save_every = 8, 4

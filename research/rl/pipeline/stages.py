@@ -81,7 +81,14 @@ def _evaluate(rt: Runtime, stage: str, model, rollout) -> dict:
 
 def _learner_stage(rt, stage, learner, source, steps, save_every, kind, cursor_box) -> tuple[list, bool]:
     out = _dir(rt, stage)
-    run = RunConfig(out_dir=str(out), steps=steps, kind=kind, save_every=save_every, progress=rt.cfg.progress)
+    run = RunConfig(
+        out_dir=str(out),
+        steps=steps,
+        kind=kind,
+        save_every=save_every,
+        progress=rt.cfg.progress,
+        tensorboard=rt.cfg.tensorboard,
+    )
     try:
         rows = train(learner, source, run)
         return rows, False
