@@ -434,3 +434,28 @@ def test_toy_cpu_preset_end_to_end(tmp_path):
     assert (tmp_path / "judge_cache.jsonl").is_file()
     warm = rl.read_metrics(tmp_path / "warmup")
     assert all(r["episodes"] + r["dropped/total"] == 8 for r in warm)
+
+
+# --- the GPU demonstration's driver, on CPU with the rule judge (five pipeline runs: slow) ---
+@pytest.mark.slow
+def test_demo_runs_the_full_pipeline_and_the_ablations_and_writes_at_most_8_files(tmp_path):
+    from research.rl.pipeline.demo import ABLATIONS, DemoConfig, run_demo
+
+    base = tiny_pipeline(tmp_path / "unused")
+    base.rft.filters = LENIENT
+    base.eval.enabled, base.eval.turns, base.eval.max_tasks = True, 2, 2
+    out = tmp_path / "out"
+    cfg = DemoConfig(out=str(out), work=str(tmp_path / "work"), budget_s=3600, min_ablation_s=1)
+    res = run_demo(cfg, base=base, judge=RuleJudge())
+    assert set(res["runs"]) == {"full", *ABLATIONS} and not any("error" in r for r in res["runs"].values())
+    full = res["runs"]["full"]["stages"]
+    assert list(full) == ["pretrain", "warmup", "rft", "value", "ppo"]
+    assert list(res["runs"]["no_value_pretrain"]["stages"]) == ["rft", "ppo"]  # its init manifest + stage 4
+    assert res["runs"]["no_value_pretrain"]["stages"]["ppo"]["critic_init"] == "fresh"
+    assert res["runs"]["no_rft"]["stages"]["rft"]["rft_steps"] == 0
+    assert {"full/pretrain", "full/warmup", "full/rft", "full/ppo"} <= set(res["eval"])
+    assert set(res["eval"]["full/ppo"]) == {"test", "heldout_category"}
+    assert set(res["target"]) == {"test", "heldout_category"}
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["curves.png", "eval.png", "results.json"] and len(files) <= 8
+    assert json.loads((out / "results.json").read_text())["runs"].keys() == res["runs"].keys()

@@ -206,34 +206,39 @@ def _collect(results: dict, work: Path, out: Path) -> None:
         (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
 
 
-def run_demo(cfg: DemoConfig) -> dict:
+def run_demo(cfg: DemoConfig, *, base: PipelineConfig | None = None, judge=None) -> dict:
+    """``base``: the full run's config (default ``demo_pipeline``; its out_dir is replaced); ``judge``: one
+    judge for training and evaluation instead of the sandbox (tests)."""
     t0 = time.monotonic()
     out, work = Path(cfg.out), Path(cfg.work)
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     left = lambda: cfg.budget_s - (time.monotonic() - t0)  # noqa: E731
-    base = demo_pipeline(str(work / "full"), str((work / "judge_cache.jsonl").absolute()), cfg.seed)
+    if base is None:
+        base = demo_pipeline(str(work / "full"), str((work / "judge_cache.jsonl").absolute()), cfg.seed)
+    else:
+        base = dataclasses.replace(base, out_dir=str(work / "full"))
     results: dict = {"config": {"budget_s": cfg.budget_s, "ablations": cfg.ablations}, "runs": {}}
     # The full run gets what the ablations do not need: they reuse its pretraining and early stages.
     reserve = cfg.min_ablation_s * len(cfg.ablations)
     full = dataclasses.replace(base, time_budget_s=max(left() - reserve, left() * 0.6))
-    _run(full, "full", results, work, out)
+    _run(full, "full", results, work, out, judge)
     for name in cfg.ablations:
         if left() < cfg.min_ablation_s:
             results["runs"][name] = {"skipped": f"time budget: {left():.0f} s left"}
             _collect(results, work, out)
             continue
         ab = dataclasses.replace(_ablation(base, name, work), time_budget_s=left() - 15)
-        _run(ab, name, results, work, out)
+        _run(ab, name, results, work, out, judge)
     results["elapsed_s"] = time.monotonic() - t0
     _collect(results, work, out)
     return results
 
 
-def _run(cfg: PipelineConfig, name: str, results: dict, work: Path, out: Path) -> None:
+def _run(cfg: PipelineConfig, name: str, results: dict, work: Path, out: Path, judge=None) -> None:
     t = time.monotonic()
     try:
-        run_pipeline(cfg)
+        run_pipeline(cfg, judge=judge, eval_judge=judge)
         results["runs"][name] = _run_summary(Path(cfg.out_dir))
     except Exception as exc:  # one failed run must not lose the others
         results["runs"][name] = {"error": f"{type(exc).__name__}: {exc}", **_run_summary(Path(cfg.out_dir))}

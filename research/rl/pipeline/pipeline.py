@@ -26,11 +26,13 @@ def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None) -> dict[st
     """Run (or resume) the pipeline; returns the manifests by stage (``pretrain`` included)."""
     rt = Runtime(cfg, judge=judge, eval_judge=eval_judge)
     out: dict[str, Manifest] = {}
+    paths: dict[str, str] = {}
     summary: dict = {"stages": {}, "skipped": {}, "truncated": False, "time_s": {}}
     try:
         t0 = time.perf_counter()
         prev = Manifest.load(cfg.init) if cfg.init else run_pretrain(rt)
         out[prev.stage] = prev
+        paths[prev.stage] = cfg.init or str(rt.out / prev.stage / "manifest.json")
         summary["time_s"][prev.stage] = time.perf_counter() - t0
         for name in cfg.stages:
             why = _skipped(cfg, name)
@@ -44,12 +46,13 @@ def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None) -> dict[st
             t0 = time.perf_counter()
             prev = STAGE_FNS[name](rt, prev)
             out[name] = prev
+            paths[name] = str(rt.out / name / "manifest.json")
             summary["time_s"][name] = time.perf_counter() - t0
             summary["truncated"] |= bool(prev.extra.get("truncated"))
     except DeadlineReached:
         summary["truncated"] = True
     finally:
-        summary["stages"] = {k: str(rt.out / k / "manifest.json") for k in out}
+        summary["stages"] = paths
         (rt.out / "pipeline.json").write_text(json.dumps(summary, indent=2))
         rt.close()
     return out
