@@ -459,3 +459,30 @@ def test_demo_runs_the_full_pipeline_and_the_ablations_and_writes_at_most_8_file
     files = sorted(p.name for p in out.iterdir())
     assert files == ["curves.png", "eval.png", "results.json"] and len(files) <= 8
     assert json.loads((out / "results.json").read_text())["runs"].keys() == res["runs"].keys()
+
+
+def test_corpus_multi_turn_sequences_teach_the_format_only(toy_tasks):
+    from research.toyenv import corpus_plans, optimisations
+
+    tok = pl.toy_tokenizer()
+    pairs = corpus_plans(toy_tasks.split("train")[:6])
+    ids, mask = pl.encode_corpus(pairs, tok, 80, multi_turn_share=0.5)
+    obs = tok.encode(pl.observation_tokens("correct", {}))
+    two = 0
+    for (task, plan), row, m in zip(pairs, ids.tolist(), mask.tolist()):
+        p, q = tok.encode_prompt(task), tok.encode_plan(plan)
+        assert (
+            row[: len(p) + len(q)] == p + q
+            and m[: len(p)] == [0] * len(p)
+            and m[len(p) : len(p) + len(q)] == [1] * len(q)
+        )
+        rest = row[len(p) + len(q) :]
+        if rest[: len(obs)] == obs:
+            two += 1
+            k = len(p) + len(q) + len(obs)
+            assert m[len(p) + len(q) : k] == [0] * len(obs)
+            second = tok.decode_plan(row[k:])
+            assert second != plan and (task, second) in pairs and not optimisations(second)
+        else:
+            assert set(rest) == {tok.pad_id} and sum(m) == len(q)
+    assert two == len(pairs) // 2

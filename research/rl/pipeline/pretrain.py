@@ -3,6 +3,12 @@ base model): next-token NLL of the plan tokens given ``<bos> task <sep>`` (promp
 targets), Optax AdamW with warmup + cosine decay, label smoothing (``label_smoothing``: keeps a little
 probability on every token, the exploration a base model brings to RL), one jitted step.
 
+``multi_turn_share`` of the sequences teach the interaction format (what an instruction-tuned base model
+knows about tool calls, and nothing about optimisation): a corpus plan, the observation of the verdict
+every corpus plan gets in CPU mode (``<obs> st_correct e_na c_na <sep>``: correct, untimed) and another
+corpus plan of the same task. Without them the policy has never seen an observation and writes no plan
+after one, so every multi-turn episode of stage 2 ends in an invalid turn.
+
 A held-out slice of the corpus tasks (``val_fraction``) reports ``val_nll``; metrics go to
 ``metrics.jsonl`` through ``research.rl.MetricsWriter``.
 """
@@ -31,23 +37,39 @@ class PretrainConfig:
     warmup_steps: int = 50
     weight_decay: float = 0.01
     label_smoothing: float = 0.05
+    multi_turn_share: float = 0.5  # sequences with a second turn after an observation (the format)
     num_corpus_tasks: int = 512
     val_fraction: float = 0.05
-    seq_len: int = 64  # <bos> task <sep> plan <eos>, right-padded
+    seq_len: int = 80  # <bos> task <sep> plan <eos> [observation plan <eos>], right-padded
     log_every: int = 25
     seed: int = 0
 
 
-def encode_corpus(pairs, tok: PlanTokenizer, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """[N, L] ids and [N, L] target mask (1 where the token is a plan token or the final <eos>)."""
+def encode_corpus(
+    pairs, tok: PlanTokenizer, seq_len: int, multi_turn_share: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """[N, L] ids and [N, L] target mask (1 on plan tokens and their <eos>, 0 on prompt and observation).
+    Sequence i gets a second turn (the next corpus plan of its task) when ``i * share`` crosses an integer,
+    so exactly ``share`` of them do, spread evenly."""
+    from .observations import observation_tokens
+
+    obs = tok.encode(observation_tokens("correct", {}))
+    by_task: dict[str, list] = {}
+    for task, plan in pairs:
+        by_task.setdefault(task.id, []).append(plan)
     ids = np.full((len(pairs), seq_len), tok.pad_id, np.int32)
     mask = np.zeros((len(pairs), seq_len), np.float32)
     for i, (task, plan) in enumerate(pairs):
         p, q = tok.encode_prompt(task), tok.encode_plan(plan)
-        if len(p) + len(q) > seq_len:
-            raise ValueError(f"corpus sequence of {len(p) + len(q)} tokens > seq_len {seq_len}")
-        ids[i, : len(p) + len(q)] = p + q
-        mask[i, len(p) : len(p) + len(q)] = 1.0
+        seq, m = p + q, [0] * len(p) + [1] * len(q)
+        others = [x for x in by_task[task.id] if x != plan]
+        if others and int((i + 1) * multi_turn_share) > int(i * multi_turn_share):
+            q2 = tok.encode_plan(others[i % len(others)])
+            seq, m = seq + obs + q2, m + [0] * len(obs) + [1] * len(q2)
+        if len(seq) > seq_len:
+            raise ValueError(f"corpus sequence of {len(seq)} tokens > seq_len {seq_len}")
+        ids[i, : len(seq)] = seq
+        mask[i, : len(seq)] = m
     return ids, mask
 
 
@@ -80,8 +102,9 @@ def pretrain(
     tok = tokenizer or toy_tokenizer()
     tasks = list(corpus_tasks)
     n_val = max(1, int(len(tasks) * cfg.val_fraction)) if len(tasks) > 1 else 0
-    train_ids, train_mask = encode_corpus(corpus_plans(tasks[n_val:], corpus), tok, cfg.seq_len)
-    val = encode_corpus(corpus_plans(tasks[:n_val], corpus), tok, cfg.seq_len) if n_val else None
+    share = cfg.multi_turn_share
+    train_ids, train_mask = encode_corpus(corpus_plans(tasks[n_val:], corpus), tok, cfg.seq_len, share)
+    val = encode_corpus(corpus_plans(tasks[:n_val], corpus), tok, cfg.seq_len, share) if n_val else None
     warmup = min(max(cfg.warmup_steps, 1), max(cfg.steps - 1, 1))
     sched = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, warmup, max(cfg.steps, warmup + 1), cfg.lr * 0.1)
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=cfg.weight_decay))
