@@ -434,6 +434,9 @@ def test_toy_cpu_preset_end_to_end(tmp_path):
     assert (tmp_path / "judge_cache.jsonl").is_file()
     warm = rl.read_metrics(tmp_path / "warmup")
     assert all(r["episodes"] + r["dropped/total"] == 8 for r in warm)
+    rft = pl.Manifest.load(tmp_path / "rft")
+    assert len(rft.extra["accepted"]) + rft.extra["rejected/total"] == rft.extra["sampled"] == 8
+    assert rft.extra["rft_steps"] == len(rl.read_metrics(tmp_path / "rft"))
 
 
 # --- the GPU demonstration's driver, on CPU with the rule judge (five pipeline runs: slow) ---
