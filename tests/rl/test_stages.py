@@ -320,6 +320,8 @@ def test_pipeline_runs_every_stage_and_hands_over_checkpoints(smoke_run):
         "nll" in rl.read_metrics(out / "rft")[0] and "explained_variance" in rl.read_metrics(out / "value")[0]
     )
     assert ms["rft"].extra["sampled"] == 8 * cfg.rft.rollout_batches
+    accepted = ms["rft"].extra["accepted"]  # indices into trajectories.jsonl (what value.on=accepted reads)
+    assert isinstance(accepted, list) and len(accepted) == ms["rft"].metrics["accepted"] == 8 * 2  # lenient
     trajs = pl.read_trajectories(ms["rft"].extra["trajectories"])
     assert len(trajs) == 8 * cfg.rft.rollout_batches and all(
         1 <= len(t["turns"]) <= 2 and t["turns"][0].get("status") for t in trajs

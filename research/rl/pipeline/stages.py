@@ -291,7 +291,8 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
     }
     kept_ids = {id(r) for r in kept}
     kept_idx = [i for i, r in enumerate(records) if id(r) in kept_ids]
-    extra = {"trajectories": str(traj), "accepted": kept_idx, "sampled": len(records), **sample_metrics}
+    # sample_metrics first: its "accepted" (a count) must not replace the accepted indices
+    extra = {**sample_metrics, "trajectories": str(traj), "accepted": kept_idx, "sampled": len(records)}
     if not c.enabled or not kept:
         m = _manifest(
             rt,
