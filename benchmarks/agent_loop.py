@@ -58,7 +58,7 @@ def loop_overhead(sb: SandboxClient, judge: JudgeConfig, turns: int) -> dict:
     }
 
 
-def flax_episodes(sb, judge, *, model_name, episodes, turns, max_tokens, keep_cache, dtype, seed=0) -> dict:
+def flax_episodes(sb, judge, *, model_name, episodes, turns, max_tokens, keep_cache, dtype, seed=0, passes=2):
     """``episodes`` concurrent Flax episodes of ``turns`` turns on ``PROBLEM`` (workspaces start with a
     correct model_new.py so the final judging runs)."""
     import models
@@ -89,7 +89,7 @@ def flax_episodes(sb, judge, *, model_name, episodes, turns, max_tokens, keep_ca
             return run_episode(f"ep{i}", PROBLEM.read_text(), policy, ws, budgets, judge)
 
     try:
-        for _ in range(2):  # the first pass compiles every program the second one runs
+        for _ in range(passes):  # a first pass compiles every program the measured one runs
             policy.batcher.calls.clear()
             t0 = time.perf_counter()
             with ThreadPoolExecutor(episodes) as pool:
@@ -166,6 +166,7 @@ def main(argv=None) -> dict:
                 max_tokens=max_tokens,
                 keep_cache=keep,
                 dtype=dtype,
+                passes=1 if smoke else 2,  # smoke: plumbing only, compile time included
             )
             print("flax episodes:", json.dumps(runs["cache" if keep else "reprefill"]))
     record["flax_episodes"] = runs["cache"]

@@ -1,11 +1,10 @@
-"""research: the science.
+"""research: the science. Task data and synthesis (``research.data``), the agent loop with its tools,
+skills and policies (``research.agent``: episodes, trajectories for RL, KernelBench evaluation of an agent),
+the toy kernel environment (``research.toyenv``) and the staged RL pipeline (``research.rl``, its stages in
+``research.rl.pipeline``).
 
-What exists: ``research.data`` (KernelBench and JSONL/Parquet loaders, the operator library, synthesis of
-fused tasks with filters, decontamination and held-out splits). Being built: the agent loop with tools,
-skills and policies (``research.agent``) and the staged RL pipeline (``research.rl``); until they land they
-are not here.
-
-May import: ``models``, jax/flax/optax/orbax, torch (task execution on CPU), numpy, and ``kernels_env`` only
-through its client/protocol modules (``kernels_env.client``, ``kernels_env.rules.messages``).
+May import: ``models``, jax/flax/optax/orbax, torch (task execution on CPU), numpy, openai and bm25s (the
+agent), and ``kernels_env`` only through ``kernels_env.client``, ``kernels_env.rules.messages`` and the
+agent workspace ``kernels_env.session``.
 Must never import: hydra, omegaconf, ``experiments``.
 """
