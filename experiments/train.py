@@ -1,0 +1,49 @@
+"""The staged RL pipeline of CUDA Agent on the toy kernel environment (research.rl.pipeline).
+
+    python -m experiments.train preset=toy_cpu out_dir=runs/toy_cpu         # pretrain + 4 stages on CPU
+    python -m experiments.train out_dir=runs/toy ablation=no_rft             # GPU sizes, one ablation
+    python -m experiments.train stage=rft init=runs/toy/warmup/manifest.json out_dir=runs/toy
+    python -m experiments.train model=hf model.checkpoint=/ckpt/qwen2-tiny out_dir=runs/hf
+
+Writes <out_dir>/<stage>/ (metrics.jsonl, TensorBoard, curves.png, checkpoints/, manifest.json) and
+<out_dir>/pipeline.json; reruns skip finished stages and resume the one in progress.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from experiments._hydra import to_dataclass
+from research.rl.pipeline.config import PipelineConfig
+
+CONFIG_NAME = "train"
+ConfigStore.instance().store(name="train_schema", node=PipelineConfig)
+
+
+def to_config(cfg: DictConfig) -> PipelineConfig:
+    node = OmegaConf.to_container(cfg, resolve=True)
+    node.pop("hydra", None)
+    node.pop("preset", None)
+    node.pop("ablation", None)
+    return to_dataclass(PipelineConfig, node, where="train/model/sandbox/judge/preset/ablation")
+
+
+@hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from research.rl.pipeline import run_pipeline
+
+    logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO under Hydra
+    config = to_config(cfg)
+    manifests = run_pipeline(config)
+    for name, m in manifests.items():
+        summary = {k: v for k, v in m.metrics.items() if not isinstance(v, dict)}
+        print(f"{name:9s} step {m.step:4d}  {summary}")
+    print(f"manifests and metrics under {config.out_dir}")
+
+
+if __name__ == "__main__":
+    main()

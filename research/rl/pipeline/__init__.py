@@ -1,0 +1,86 @@
+"""research.rl.pipeline: CUDA Agent's staged RL pipeline on the toy kernel environment.
+
+    from research.rl.pipeline import PipelineConfig, run_pipeline
+    manifests = run_pipeline(PipelineConfig(out_dir="runs/toy"))  # pretrain, warmup, rft, value, ppo
+
+Stages (``stages.py``) hand over ``models`` checkpoints through JSON manifests (``manifest.py``); rollouts
+are token-level episodes of the toy environment (``toy_rollout.py``: plan -> verdict observation -> revised
+plan) judged by the real sandbox through ``research.toyenv.PlanJudge``; RFT filters are pure functions
+(``filters.py``); ``demo.py`` is the time-boxed GPU learning demonstration. See docs/rl.md.
+
+May import: ``research.rl``, ``research.toyenv``, ``models``, ``kernels_env.client``, jax/flax/optax, numpy.
+Never imports hydra/omegaconf (the entry point is ``experiments/train.py``).
+"""
+
+from .config import (
+    CRITIC_FREE,
+    STAGES,
+    EvalConfig,
+    PipelineConfig,
+    PPOConfig,
+    RFTConfig,
+    ValueConfig,
+    WarmupConfig,
+)
+from .evaluate import evaluate_policy
+from .filters import (
+    RFTFilterConfig,
+    episode_reward,
+    has_hallucination,
+    has_invalid_action,
+    has_redundant_loop,
+    rejection_reason,
+    rft_filter,
+)
+from .manifest import Manifest, config_hash
+from .observations import OBS_TOKENS, TOY_VOCAB, observation_tokens, speed_bucket, toy_tokenizer
+from .pipeline import run_pipeline
+from .pretrain import PretrainConfig, encode_corpus, pretrain
+from .rollout_metrics import rollout_metrics
+from .runtime import DeadlineReached, Runtime, build_policy
+from .stages import STAGE_FNS, read_trajectories, run_ppo, run_pretrain, run_rft, run_value, run_warmup
+from .toy_rollout import RolloutConfig, ToyEnv, make_sampler
+
+__all__ = [
+    "CRITIC_FREE",
+    "OBS_TOKENS",
+    "STAGES",
+    "STAGE_FNS",
+    "TOY_VOCAB",
+    "DeadlineReached",
+    "EvalConfig",
+    "Manifest",
+    "PPOConfig",
+    "PipelineConfig",
+    "PretrainConfig",
+    "RFTConfig",
+    "RFTFilterConfig",
+    "RolloutConfig",
+    "Runtime",
+    "ToyEnv",
+    "ValueConfig",
+    "WarmupConfig",
+    "build_policy",
+    "config_hash",
+    "encode_corpus",
+    "episode_reward",
+    "evaluate_policy",
+    "has_hallucination",
+    "has_invalid_action",
+    "has_redundant_loop",
+    "make_sampler",
+    "observation_tokens",
+    "pretrain",
+    "read_trajectories",
+    "rejection_reason",
+    "rft_filter",
+    "rollout_metrics",
+    "run_pipeline",
+    "run_ppo",
+    "run_pretrain",
+    "run_rft",
+    "run_value",
+    "run_warmup",
+    "speed_bucket",
+    "toy_tokenizer",
+]

@@ -1,0 +1,148 @@
+"""Typed configs of the staged pipeline (Hydra fills them in experiments/train.py, never here).
+
+Defaults are sized for the GPU toy run; ``conf/preset/toy_cpu.yaml`` shrinks them for CPU. Learning
+rates of the toy policy are far above the paper's (3e-6 / 6e-6 for a 32B model): a 3M-parameter model
+trained from scratch moves at 1e-5 .. 1e-4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernels_env.client import JudgeConfig, SandboxConfig
+from models import ModelSpec
+from research.toyenv import CorpusConfig, ToyTaskConfig
+
+from .._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
+from .._rewards import RewardConfig
+from .filters import RFTFilterConfig
+from .pretrain import PretrainConfig
+from .toy_rollout import RolloutConfig
+
+STAGES = ("warmup", "rft", "value", "ppo")
+CRITIC_FREE = ("grpo", "rloo", "trloo")
+
+
+def _learner(actor_lr: float, critic_lr: float, **kw) -> LearnerConfig:
+    return LearnerConfig(
+        actor=OptimConfig(lr=actor_lr), critic=OptimConfig(lr=critic_lr), loss=LossConfig(), **kw
+    )
+
+
+@dataclass
+class WarmupConfig:
+    """Stage 1: single-turn PPO from the pretrained policy."""
+
+    steps: int = 20
+    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(turns=1, episodes=128, seed=1))
+    learner: LearnerConfig = field(default_factory=lambda: _learner(3e-5, 1e-4))
+    save_every: int = 10
+
+
+@dataclass
+class RFTConfig:
+    """Stage 2: sample multi-turn trajectories with the stage-1 policy, filter, NLL on the kept ones.
+    ``enabled=False`` (the ``no_rft`` ablation) still samples them (value pretraining needs them) and hands
+    the stage-1 actor on unchanged."""
+
+    enabled: bool = True
+    rollout_batches: int = 4
+    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(turns=3, episodes=128, seed=2))
+    filters: RFTFilterConfig = field(default_factory=RFTFilterConfig)
+    epochs: int = 2
+    batch_size: int = 64
+    learner: LearnerConfig = field(default_factory=lambda: _learner(5e-5, 1e-4))
+    save_every: int = 10
+
+
+@dataclass
+class ValueConfig:
+    """Stage 3: the critic (initialised from the RFT actor) towards GAE targets on the stage-2
+    trajectories, the policy frozen; ``on``: ``all`` sampled (not dropped) or only ``accepted`` ones."""
+
+    enabled: bool = True
+    steps: int = 20
+    batch_size: int = 64
+    on: str = "all"
+    learner: LearnerConfig = field(default_factory=lambda: _learner(3e-5, 1e-4))
+    save_every: int = 10
+
+
+@dataclass
+class PPOConfig:
+    """Stage 4: multi-turn PPO from the RFT actor and the pretrained critic."""
+
+    steps: int = 20
+    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(turns=3, episodes=128, seed=3))
+    learner: LearnerConfig = field(default_factory=lambda: _learner(2e-5, 1e-4))
+    save_every: int = 10
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation of a stage's policy: greedy, one episode per task, judged fresh (no cache)."""
+
+    enabled: bool = False
+    splits: list[str] = field(default_factory=lambda: ["test", "heldout_category"])
+    turns: int = 3
+    fresh: bool = True
+    max_tasks: int = 0  # 0: every task of each split
+    judge: JudgeConfig | None = None  # None: the training judge's settings
+
+
+@dataclass
+class PipelineConfig:
+    out_dir: str = "runs/train"
+    pipeline: str = "staged"  # staged: every stage of ``stages`` in order
+    stage: str | None = None  # one stage alone (needs ``init`` unless it is the warm-up)
+    stages: list[str] = field(default_factory=lambda: list(STAGES))
+    init: str | None = None  # a manifest to start from (a stage run alone); None: pretrain first
+    model: ModelSpec = field(default_factory=ModelSpec)
+    tasks: ToyTaskConfig = field(default_factory=ToyTaskConfig)
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    judge_cache: str | None = "judge_cache.jsonl"  # relative to out_dir; null: no cache
+    cpu_task_rows: int = 6  # CPU mode judges every task at cpu_size(task, rows)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)
+    rft: RFTConfig = field(default_factory=RFTConfig)
+    value: ValueConfig = field(default_factory=ValueConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    skills: bool = False  # the toy environment has no skill library (see docs/rl.md)
+    time_budget_s: float | None = None  # stop cleanly (checkpoint + manifest) when it runs out
+    progress: bool = True
+    tensorboard: bool = True  # TensorBoard events beside metrics.jsonl (tensorboardX)
+
+    def __post_init__(self) -> None:
+        if self.pipeline != "staged":
+            raise ValueError(f"pipeline must be 'staged' (the only pipeline), got {self.pipeline!r}")
+        if self.stage is not None:
+            if self.stage not in STAGES:
+                raise ValueError(f"stage must be one of {STAGES}, got {self.stage!r}")
+            self.stages = [self.stage]
+        bad = [s for s in self.stages if s not in STAGES]
+        if bad:
+            raise ValueError(f"unknown stages {bad}; known: {STAGES}")
+        if self.skills:
+            raise ValueError(
+                "skills=true: the toy environment has no skill library (it is the chat agent's, "
+                "research.agent); the no_skills ablation is the toy pipeline's only mode"
+            )
+        if self.value.on not in ("all", "accepted"):
+            raise ValueError(f"value.on must be all or accepted, got {self.value.on!r}")
+
+
+__all__ = [
+    "CRITIC_FREE",
+    "STAGES",
+    "AdvantageConfig",
+    "EvalConfig",
+    "PPOConfig",
+    "PipelineConfig",
+    "RFTConfig",
+    "ValueConfig",
+    "WarmupConfig",
+]

@@ -1,0 +1,162 @@
+"""Pretraining the toy policy from scratch on the corpus of correct, unoptimised plans (the stand-in for a
+base model): next-token NLL of the plan tokens given ``<bos> task <sep>`` (prompt tokens are context, not
+targets), Optax AdamW with warmup + cosine decay, label smoothing (``label_smoothing``: keeps a little
+probability on every token, the exploration a base model brings to RL), one jitted step.
+
+``multi_turn_share`` of the sequences teach the interaction format (what an instruction-tuned base model
+knows about tool calls, and nothing about optimisation): a corpus plan, the observation of the verdict
+every corpus plan gets in CPU mode (``<obs> st_correct e_na c_na <sep>``: correct, untimed) and another
+corpus plan of the same task. Without them the policy has never seen an observation and writes no plan
+after one, so every multi-turn episode of stage 2 ends in an invalid turn.
+
+A held-out slice of the corpus tasks (``val_fraction``) reports ``val_nll``; metrics go to
+``metrics.jsonl`` through ``research.rl.MetricsWriter``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from research.toyenv import CorpusConfig, PlanTokenizer, corpus_plans
+
+from .._metrics import MetricsWriter
+
+
+@dataclass
+class PretrainConfig:
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 1e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    label_smoothing: float = 0.05
+    multi_turn_share: float = 0.5  # sequences with a second turn after an observation (the format)
+    num_corpus_tasks: int = 512
+    val_fraction: float = 0.05
+    seq_len: int = 80  # <bos> task <sep> plan <eos> [observation plan <eos>], right-padded
+    log_every: int = 25
+    seed: int = 0
+
+
+def encode_corpus(
+    pairs, tok: PlanTokenizer, seq_len: int, multi_turn_share: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """[N, L] ids and [N, L] target mask (1 on plan tokens and their <eos>, 0 on prompt and observation).
+    Sequence i gets a second turn (the next corpus plan of its task) when ``i * share`` crosses an integer,
+    so exactly ``share`` of them do, spread evenly."""
+    from .observations import observation_tokens
+
+    obs = tok.encode(observation_tokens("correct", {}))
+    by_task: dict[str, list] = {}
+    for task, plan in pairs:
+        by_task.setdefault(task.id, []).append(plan)
+    ids = np.full((len(pairs), seq_len), tok.pad_id, np.int32)
+    mask = np.zeros((len(pairs), seq_len), np.float32)
+    for i, (task, plan) in enumerate(pairs):
+        p, q = tok.encode_prompt(task), tok.encode_plan(plan)
+        seq, m = p + q, [0] * len(p) + [1] * len(q)
+        others = [x for x in by_task[task.id] if x != plan]
+        if others and int((i + 1) * multi_turn_share) > int(i * multi_turn_share):
+            q2 = tok.encode_plan(others[i % len(others)])
+            seq, m = seq + obs + q2, m + [0] * len(obs) + [1] * len(q2)
+        if len(seq) > seq_len:
+            raise ValueError(f"corpus sequence of {len(seq)} tokens > seq_len {seq_len}")
+        ids[i, : len(seq)] = seq
+        mask[i, : len(seq)] = m
+    return ids, mask
+
+
+def _nll(model, ids, mask, smoothing):
+    logits = model(ids[:, :-1]).astype(jnp.float32)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    target = ids[:, 1:]
+    nll = -jnp.take_along_axis(logp, target[..., None], axis=-1)[..., 0]
+    loss = (1.0 - smoothing) * nll - smoothing * logp.mean(-1)
+    m = mask[:, 1:]
+    den = jnp.maximum(m.sum(), 1.0)
+    acc = (jnp.argmax(logits, -1) == target).astype(jnp.float32)
+    return (loss * m).sum() / den, ((nll * m).sum() / den, (acc * m).sum() / den)
+
+
+def pretrain(
+    model,
+    corpus_tasks,
+    cfg: PretrainConfig,
+    out_dir,
+    *,
+    corpus: CorpusConfig | None = None,
+    tokenizer: PlanTokenizer | None = None,
+    deadline: float | None = None,
+    progress: bool = True,
+):
+    """Train ``model`` in place on the corpus plans of ``corpus_tasks``; returns (model, last metrics)."""
+    from .observations import toy_tokenizer
+
+    tok = tokenizer or toy_tokenizer()
+    tasks = list(corpus_tasks)
+    n_val = max(1, int(len(tasks) * cfg.val_fraction)) if len(tasks) > 1 else 0
+    share = cfg.multi_turn_share
+    train_ids, train_mask = encode_corpus(corpus_plans(tasks[n_val:], corpus), tok, cfg.seq_len, share)
+    val = encode_corpus(corpus_plans(tasks[:n_val], corpus), tok, cfg.seq_len, share) if n_val else None
+    warmup = min(max(cfg.warmup_steps, 1), max(cfg.steps - 1, 1))
+    sched = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, warmup, max(cfg.steps, warmup + 1), cfg.lr * 0.1)
+    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=cfg.weight_decay))
+    graphdef, params = nnx.split(model)
+    params = jax.tree.map(jnp.copy, params)
+    opt = tx.init(params)
+
+    @jax.jit
+    def step(params, opt, ids, mask):
+        def loss_fn(p):
+            return _nll(nnx.merge(graphdef, p), ids, mask, cfg.label_smoothing)
+
+        (loss, (nll, acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        updates, opt = tx.update(grads, opt, params)
+        return optax.apply_updates(params, updates), opt, {"loss": loss, "nll": nll, "token_acc": acc}
+
+    @jax.jit
+    def evaluate(params, ids, mask):
+        return _nll(nnx.merge(graphdef, params), ids, mask, 0.0)[1]
+
+    rng = np.random.default_rng(cfg.seed)
+    writer = MetricsWriter(out_dir, tensorboard=False)
+    writer.truncate(0)
+    last: dict = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.steps, desc="pretrain", leave=False)
+    t0 = time.perf_counter()
+    try:
+        for s in range(1, cfg.steps + 1):
+            idx = rng.integers(0, len(train_ids), cfg.batch_size)
+            params, opt, m = step(params, opt, jnp.asarray(train_ids[idx]), jnp.asarray(train_mask[idx]))
+            if bar is not None:
+                bar.update(1)
+            stop = deadline is not None and time.monotonic() > deadline
+            if s % cfg.log_every == 0 or s == cfg.steps or stop:
+                last = {k: float(v) for k, v in m.items()}
+                if val is not None:
+                    vn, va = evaluate(params, jnp.asarray(val[0]), jnp.asarray(val[1]))
+                    last.update(val_nll=float(vn), val_token_acc=float(va))
+                last["time/elapsed_s"] = time.perf_counter() - t0
+                writer.write(s, last)
+                last["step"] = s
+            if stop:
+                break
+    finally:
+        writer.close()
+        if bar is not None:
+            bar.close()
+    nnx.update(model, params)
+    last.setdefault("step", 0)
+    last["corpus_sequences"] = int(len(train_ids))
+    return model, last

@@ -1,0 +1,99 @@
+"""What the stages share in one process: the toy environment (tasks, sandbox client, judges), samplers
+(one per bucket shape, weights swapped in with ``set_model``: no recompilation between steps or stages),
+the policy model builder and the time budget."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from pathlib import Path
+
+import models
+from kernels_env.client import SandboxClient
+from research.toyenv import JudgeCache, PlanJudge, corpus_tasks, cpu_size, make_tasks
+
+from .config import PipelineConfig
+from .observations import toy_tokenizer
+from .toy_rollout import RolloutConfig, ToyEnv, make_sampler
+
+
+class DeadlineReached(Exception):
+    """The pipeline's time budget ran out; the stage in progress checkpoints what it has."""
+
+
+def build_policy(spec: models.ModelSpec, vocab: int):
+    """A fresh policy for ``spec`` (random init of ``arch``, or a local HF checkpoint), checked to cover
+    the toy vocabulary (ids beyond it are never in a prompt; sampled ones make an invalid plan)."""
+    if spec.checkpoint:
+        model, cfg = models.load_hf(spec.checkpoint, **spec.runtime())
+    else:
+        cfg = dataclasses.replace(spec.arch, **spec.runtime())
+        model = models.init_model(cfg, spec.seed)
+    if cfg.vocab_size < vocab:
+        raise ValueError(
+            f"model vocabulary {cfg.vocab_size} < the toy vocabulary {vocab}: the toy environment's token "
+            "ids would be out of range (use model=toy or a checkpoint with a larger vocabulary)"
+        )
+    return model
+
+
+class Runtime:
+    def __init__(self, cfg: PipelineConfig, judge=None, eval_judge=None):
+        self.cfg = cfg
+        self.out = Path(cfg.out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.tokenizer = toy_tokenizer()
+        self.deadline = None if cfg.time_budget_s is None else time.monotonic() + cfg.time_budget_s
+        self.taskset = make_tasks(cfg.tasks)
+        splits = {s: self.taskset.split(s) for s in ("train", "test", "heldout_category")}
+        self.client = None
+        if judge is None:
+            self.client = SandboxClient(cfg.sandbox)
+            # Workers import torch for seconds: start them while pretraining / compilation runs.
+            self._starter = threading.Thread(target=self._start_client, daemon=True)
+            self._starter.start()
+            cache = JudgeCache(self.out / cfg.judge_cache) if cfg.judge_cache else None
+            judge = PlanJudge(self.client, cfg.judge, cache)
+            eval_cfg = cfg.eval.judge or cfg.judge
+            eval_cache = cache if (not cfg.eval.fresh and eval_cfg == cfg.judge) else None
+            eval_judge = PlanJudge(self.client, eval_cfg, eval_cache)
+        self.env = ToyEnv(splits, judge, self._judge_size)
+        self.eval_env = ToyEnv(splits, eval_judge or judge, self._judge_size)
+        self._samplers: dict[tuple, models.Sampler] = {}
+        self._start_error: BaseException | None = None
+
+    def _start_client(self):
+        try:
+            self.client.start()
+        except BaseException as exc:  # reported by the first judge call, which starts it again
+            self._start_error = exc
+
+    def _judge_size(self, task):
+        if self.client is None:
+            return task
+        self.client.start()
+        return cpu_size(task, self.cfg.cpu_task_rows) if self.client.device == "cpu" else task
+
+    def corpus_tasks(self):
+        held = self.taskset.split("test") + self.taskset.split("heldout_category")
+        return corpus_tasks(self.cfg.tasks, self.cfg.pretrain.num_corpus_tasks, avoid=held)
+
+    def sampler(self, model, rollout: RolloutConfig) -> models.Sampler:
+        key = (rollout.episodes, rollout.max_context)
+        if key not in self._samplers:
+            self._samplers[key] = make_sampler(model, rollout)
+        else:
+            self._samplers[key].set_model(model)
+        return self._samplers[key]
+
+    def check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise DeadlineReached()
+
+    def seconds_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()

@@ -1,0 +1,407 @@
+"""The four stages of CUDA Agent (cuda_agent.md section 4) and pretraining, each a function of the shared
+``Runtime`` and the previous stage's ``Manifest``, returning its own manifest:
+
+0. ``run_pretrain``: the policy from scratch on the corpus (the base model's stand-in);
+1. ``run_warmup``: single-turn PPO (actor + critic initialised from the actor);
+2. ``run_rft``: multi-turn trajectories of the stage-1 policy, ``filters.rft_filter``, NLL on the policy
+   tokens of the kept ones (``Learner.rft_step``); every sampled trajectory is saved for stage 3;
+3. ``run_value``: a critic initialised from the RFT actor trained towards GAE targets on those
+   trajectories (policy frozen), explained variance before and after;
+4. ``run_ppo``: multi-turn PPO from the RFT actor and the pretrained critic (a fresh critic when value
+   pretraining is off; none for critic-free estimators such as GRPO).
+
+Every learner stage runs through ``research.rl.train`` (metrics JSONL + TensorBoard + curves, checkpoints,
+exact resume) under ``<out_dir>/<stage>/``. A stage whose manifest exists with the same config hash is
+skipped. When the time budget runs out a stage checkpoints the steps it finished and says so
+(``extra.truncated``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+import models
+
+from .._batch import PackConfig, pack_trajectories
+from .._checkpoint import CheckpointDir
+from .._learner import Learner
+from .._loop import RunConfig, train
+from .._metrics import read_metrics
+from .._update import explained_variance
+from .config import CRITIC_FREE
+from .evaluate import eval_rollout, evaluate_policy
+from .filters import rft_filter
+from .manifest import Manifest, config_hash
+from .pretrain import pretrain
+from .rollout_metrics import rollout_metrics
+from .runtime import DeadlineReached, Runtime, build_policy
+
+
+def _dir(rt: Runtime, stage: str) -> Path:
+    return rt.out / stage
+
+
+def _pack(rt: Runtime, records, max_len: int, rows: int, max_turns: int = 64):
+    cfg = PackConfig(
+        max_len=max_len, pad_to=max_len, rows_multiple=rows, pad_id=rt.tokenizer.pad_id, max_turns=max_turns
+    )
+    return pack_trajectories(records, rt.cfg.reward, cfg)
+
+
+def _evaluate(rt: Runtime, stage: str, model, rollout) -> dict:
+    if not rt.cfg.eval.enabled:
+        return {}
+    sampler = rt.sampler(model, rollout)
+    metrics, records = evaluate_policy(
+        rt.eval_env, sampler, eval_rollout(rollout, rt.cfg.eval), rt.cfg.eval, rt.cfg.reward
+    )
+    d = _dir(rt, stage)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "eval.json").write_text(json.dumps(metrics, indent=2))
+    with (d / "eval_records.jsonl").open("w") as f:
+        for split, recs in records.items():
+            for r in recs:
+                f.write(
+                    json.dumps(
+                        {
+                            "split": split,
+                            "task_id": r["task_id"],
+                            "final_plan": r["final_plan"],
+                            "verdict": r["verdict"],
+                        }
+                    )
+                    + "\n"
+                )
+    return metrics
+
+
+def _learner_stage(rt, stage, learner, source, steps, save_every, kind, cursor_box) -> tuple[list, bool]:
+    out = _dir(rt, stage)
+    run = RunConfig(
+        out_dir=str(out),
+        steps=steps,
+        kind=kind,
+        save_every=save_every,
+        progress=rt.cfg.progress,
+        tensorboard=rt.cfg.tensorboard,
+    )
+    try:
+        rows = train(learner, source, run)
+        return rows, False
+    except DeadlineReached:
+        rows = read_metrics(out)
+        done = rows[-1]["step"] if rows else 0
+        ckpts = CheckpointDir(out / "checkpoints", keep=run.keep)
+        if done and done not in ckpts.steps():
+            ckpts.save(done, learner, cursor=cursor_box.get("cursor"), extra={"run_step": done})
+        return rows, True
+
+
+def _summary(rows: list[dict]) -> dict:
+    if not rows:
+        return {}
+    keys = (
+        "reward_mean",
+        "pass_rate",
+        "faster_eager",
+        "faster_compile",
+        "nll",
+        "value_loss",
+        "explained_variance",
+        "entropy",
+        "clip_frac",
+        "opt/any",
+    )
+    return {k: rows[-1][k] for k in keys if k in rows[-1]} | {"steps_done": rows[-1]["step"]}
+
+
+def _manifest(rt, stage, h, prev, learner_dir, rows, truncated, keep_actor=None, keep_critic=None, **extra):
+    latest = CheckpointDir(learner_dir / "checkpoints").latest() if learner_dir else None
+    part = lambda name: str(latest / name) if latest is not None and (latest / name).is_dir() else None
+    actor = keep_actor if keep_actor is not None else (part("actor") or prev.actor)
+    critic = keep_critic if keep_critic is not None else part("critic")
+    m = Manifest(
+        stage=stage,
+        actor=actor,
+        critic=critic,
+        step=rows[-1]["step"] if rows else 0,
+        config_hash=h,
+        metrics=_summary(rows),
+        inputs=str(_dir(rt, prev.stage) / "manifest.json"),
+        extra={"truncated": truncated, **extra},
+    )
+    return m
+
+
+# --- stage 0 ---------------------------------------------------------------------------------------------
+def run_pretrain(rt: Runtime) -> Manifest:
+    c = rt.cfg
+    h = config_hash({"model": c.model, "pretrain": c.pretrain, "corpus": c.corpus, "tasks": c.tasks})
+    d = _dir(rt, "pretrain")
+    if (m := Manifest.find(d, h)) is not None:
+        return m
+    model = build_policy(c.model, len(rt.tokenizer))
+    t0 = time.perf_counter()
+    model, last = pretrain(
+        model,
+        rt.corpus_tasks(),
+        c.pretrain,
+        d,
+        corpus=c.corpus,
+        tokenizer=rt.tokenizer,
+        deadline=rt.deadline,
+        progress=c.progress,
+    )
+    actor = models.save_checkpoint(d / "actor", model)
+    metrics = {**last, "time_s": time.perf_counter() - t0}
+    ev = _evaluate(rt, "pretrain", model, c.warmup.rollout)
+    if ev:
+        metrics["eval"] = ev
+    m = Manifest(
+        "pretrain",
+        str(actor),
+        None,
+        int(last.get("step", 0)),
+        h,
+        metrics,
+        extra={"params": model.config.num_params()},
+    )
+    m.save(d)
+    return m
+
+
+# --- stages 1 and 4 --------------------------------------------------------------------------------------
+def _rollout_source(rt: Runtime, learner: Learner, rollout, box):
+    def source(cursor):
+        rt.check_deadline()
+        sampler = rt.sampler(learner.actor_model(), rollout)
+        for _ in range(3):
+            records = rt.env.rollout(sampler, rollout, int(cursor))
+            cursor = int(cursor) + 1
+            batch, drops, _ = _pack(rt, records, rollout.max_len, rollout.episodes, rollout.turns)
+            if batch is not None:
+                break
+        else:
+            raise RuntimeError("three rollout batches in a row had no trainable episode (see dropped/*)")
+        box["cursor"] = cursor
+        metrics = rollout_metrics(records, rt.cfg.reward)
+        metrics.update(drops.as_metrics("pack_dropped/"))
+        metrics.update({f"time/{k}": v for k, v in rt.env.timings.items()})
+        return batch, cursor, metrics
+
+    return source
+
+
+def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: bool) -> Manifest:
+    h = config_hash({"stage": cfg, "reward": rt.cfg.reward, "judge": rt.cfg.judge}, prev)
+    d = _dir(rt, stage)
+    if (m := Manifest.find(d, h)) is not None:
+        return m
+    actor = models.restore_checkpoint(prev.actor)
+    critic = None
+    if cfg.learner.advantage.estimator not in CRITIC_FREE:
+        if critic_from_prev and prev.critic:
+            critic = models.restore_checkpoint(prev.critic)
+        else:
+            critic = models.Critic.from_policy(actor, seed=cfg.learner.seed)
+    learner = Learner(cfg.learner, actor, critic)
+    box: dict = {}
+    rows, truncated = _learner_stage(
+        rt,
+        stage,
+        learner,
+        _rollout_source(rt, learner, cfg.rollout, box),
+        cfg.steps,
+        cfg.save_every,
+        "ppo",
+        box,
+    )
+    m = _manifest(
+        rt,
+        stage,
+        h,
+        prev,
+        d,
+        rows,
+        truncated,
+        critic_init="pretrained"
+        if critic is not None and critic_from_prev and prev.critic
+        else ("fresh" if critic is not None else "none"),
+    )
+    ev = _evaluate(rt, stage, learner.actor_model(), cfg.rollout)
+    if ev:
+        m.metrics["eval"] = ev
+    m.save(d)
+    return m
+
+
+def run_warmup(rt: Runtime, prev: Manifest) -> Manifest:
+    if rt.cfg.warmup.rollout.turns != 1:
+        raise ValueError("the warm-up is single-turn: warmup.rollout.turns must be 1")
+    return _ppo_stage(rt, prev, "warmup", rt.cfg.warmup, critic_from_prev=False)
+
+
+def run_ppo(rt: Runtime, prev: Manifest) -> Manifest:
+    return _ppo_stage(rt, prev, "ppo", rt.cfg.ppo, critic_from_prev=prev.stage == "value")
+
+
+# --- stage 2 ---------------------------------------------------------------------------------------------
+def _write_jsonl(path: Path, rows) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    tmp.replace(path)
+
+
+def read_trajectories(path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
+    c = rt.cfg.rft
+    h = config_hash({"stage": c, "reward": rt.cfg.reward, "judge": rt.cfg.judge}, prev)
+    d = _dir(rt, "rft")
+    if (m := Manifest.find(d, h)) is not None:
+        return m
+    d.mkdir(parents=True, exist_ok=True)
+    actor = models.restore_checkpoint(prev.actor)
+    traj = d / "trajectories.jsonl"
+    stamp = d / "trajectories.hash"
+    if traj.is_file() and stamp.is_file() and stamp.read_text() == h:
+        records = read_trajectories(traj)
+    else:  # sampling is the expensive part (every plan judged): kept across a restart of this stage
+        records = []
+        sampler = rt.sampler(actor, c.rollout)
+        for b in range(c.rollout_batches):
+            if rt.seconds_left() is not None and rt.seconds_left() <= 0 and records:
+                break
+            records += rt.env.rollout(sampler, c.rollout, b)
+        _write_jsonl(traj, records)
+        stamp.write_text(h)
+    kept, rejected = rft_filter(records, c.filters, rt.cfg.reward)
+    sample_metrics = {
+        **rollout_metrics(records, rt.cfg.reward, prefix="sampled/"),
+        **rejected.as_metrics("rejected/"),
+        "accepted": float(len(kept)),
+    }
+    kept_ids = {id(r) for r in kept}
+    kept_idx = [i for i, r in enumerate(records) if id(r) in kept_ids]
+    # sample_metrics first: its "accepted" (a count) must not replace the accepted indices
+    extra = {**sample_metrics, "trajectories": str(traj), "accepted": kept_idx, "sampled": len(records)}
+    if not c.enabled or not kept:
+        m = _manifest(
+            rt,
+            "rft",
+            h,
+            prev,
+            None,
+            [],
+            False,
+            keep_actor=prev.actor,
+            keep_critic="",
+            rft_steps=0,
+            reason="disabled" if not c.enabled else "no trajectory accepted",
+            **extra,
+        )
+        m.critic = None
+        m.save(d)
+        return m
+    rng = np.random.default_rng(c.rollout.seed)
+    order = [kept[i] for i in rng.permutation(len(kept))]
+    n_batches = -(-len(order) // c.batch_size)
+    batches = []
+    for i in range(n_batches):
+        batch, _, _ = _pack(
+            rt,
+            order[i * c.batch_size : (i + 1) * c.batch_size],
+            c.rollout.max_len,
+            c.batch_size,
+            c.rollout.turns,
+        )
+        batches.append(batch)
+    learner = Learner(c.learner, actor, None)
+    box: dict = {}
+
+    def source(cursor):
+        rt.check_deadline()
+        box["cursor"] = int(cursor) + 1
+        return batches[int(cursor) % n_batches], int(cursor) + 1, {"accepted": float(len(kept))}
+
+    rows, truncated = _learner_stage(
+        rt, "rft", learner, source, n_batches * c.epochs, c.save_every, "rft", box
+    )
+    m = _manifest(rt, "rft", h, prev, d, rows, truncated, rft_steps=len(rows), **extra)
+    m.critic = None  # the warm-up critic is not handed on: stage 3 pretrains one
+    m.metrics.update({k: v for k, v in sample_metrics.items() if not k.startswith("sampled/opt")})
+    ev = _evaluate(rt, "rft", learner.actor_model(), c.rollout)
+    if ev:
+        m.metrics["eval"] = ev
+    m.save(d)
+    return m
+
+
+# --- stage 3 ---------------------------------------------------------------------------------------------
+def _mc_explained_variance(learner: Learner, batches) -> float:
+    """Explained variance of the critic's values against Monte-Carlo returns (gamma 1: the sum of the
+    rewards on this and later policy tokens), an estimate that does not lean on the critic itself."""
+    evs = []
+    for b in batches:
+        prepared, _ = learner.prepare(b)
+        m = np.asarray(b.response_mask)
+        r = np.asarray(b.token_rewards) * m
+        mc = np.cumsum(r[:, ::-1], axis=1)[:, ::-1]
+        if m.sum() > 1 and np.var(mc[m > 0]) > 1e-6:  # a constant return explains nothing
+            evs.append(float(explained_variance(np.asarray(prepared.values), mc, m)))
+    return float(np.mean(evs)) if evs else None
+
+
+def run_value(rt: Runtime, prev: Manifest) -> Manifest:
+    c = rt.cfg.value
+    if prev.stage != "rft" or "trajectories" not in prev.extra:
+        raise ValueError(
+            f"value pretraining needs the RFT stage's trajectories, got a {prev.stage!r} manifest"
+        )
+    h = config_hash({"stage": c, "reward": rt.cfg.reward}, prev)
+    d = _dir(rt, "value")
+    if (m := Manifest.find(d, h)) is not None:
+        return m
+    records = read_trajectories(prev.extra["trajectories"])
+    if c.on == "accepted":
+        records = [records[i] for i in prev.extra["accepted"]]
+    turns = max((len(r.get("turns") or []) for r in records), default=1)
+    max_len = max((len(r["prompt_ids"]) + len(r["response_ids"]) for r in records), default=1)
+    max_len = -(-max_len // 32) * 32
+    batches = []
+    for i in range(0, len(records), c.batch_size):
+        batch, _, _ = _pack(rt, records[i : i + c.batch_size], max_len, c.batch_size, max(turns, 1))
+        if batch is not None:
+            batches.append(batch)
+    if not batches:
+        raise RuntimeError("no trajectory of the RFT stage can train a critic (all dropped)")
+    actor = models.restore_checkpoint(prev.actor)
+    critic = models.Critic.from_policy(actor, seed=c.learner.seed)
+    learner = Learner(c.learner, None, critic)
+    ev_before = _mc_explained_variance(learner, batches)
+    box: dict = {}
+
+    def source(cursor):
+        rt.check_deadline()
+        box["cursor"] = int(cursor) + 1
+        return batches[int(cursor) % len(batches)], int(cursor) + 1, {}
+
+    rows, truncated = _learner_stage(rt, "value", learner, source, c.steps, c.save_every, "value", box)
+    ev_after = _mc_explained_variance(learner, batches)
+    m = _manifest(rt, "value", h, prev, d, rows, truncated, keep_actor=prev.actor, trajectories=len(records))
+    m.metrics.update(explained_variance_mc_before=ev_before, explained_variance_mc_after=ev_after)
+    if rows:
+        m.metrics["explained_variance_first"] = rows[0].get("explained_variance")
+    m.save(d)
+    return m
+
+
+STAGE_FNS = {"warmup": run_warmup, "rft": run_rft, "value": run_value, "ppo": run_ppo}

@@ -1,0 +1,230 @@
+"""Token-level rollouts of a ``models`` decoder in the toy kernel environment (``research.toyenv``).
+
+Why not the chat agent loop of ``research.agent``: its tools are text (write_file, compile, ...) behind a
+chat template, which a 69-token plan vocabulary cannot express. This rollout keeps the agent loop's
+trajectory format (verl layout, token-in-token-out, like ``FlaxEpisode.tokens()``) and its semantics:
+
+* single turn (``turns=1``): ``<bos> task <sep>`` -> the policy writes ``PLAN <eos>`` -> the judge's verdict
+  is the reward;
+* multi-turn: after each plan, an observation of its verdict (``observations.py``, mask 0) and the policy
+  writes a revised plan, up to ``turns`` plans; a turn that is only ``<eos>`` (after the first) submits the
+  previous plan and ends the episode. The final reward is the verdict of the last plan written, like CUDA
+  Agent's final evaluation of the workspace.
+
+The whole context is prefilled each turn (at most ``max_context`` tokens: cheaper than cache bookkeeping
+at this size, and one compiled program per batch/context bucket). A turn is *invalid* when its tokens are
+not a plan (no ``<eos>`` in ``max_plan_tokens``, unknown tokens, a plan the task cannot take) and
+*hallucinated* when its plan names an op the task does not have; both are recorded per turn, for the RFT
+filters. A verdict that is not the policy's doing ends the episode and is recorded under a status of
+``research.rl.NON_POLICY_STATUSES``, so packing drops and counts it.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+import models
+from research.toyenv import Judgement, PlanError, ToyTask
+from research.toyenv.reward import INVALID_PLAN
+
+from .._rewards import NON_POLICY_STATUSES
+from .observations import observation_tokens, toy_tokenizer
+
+
+@dataclass
+class RolloutConfig:
+    turns: int = 1  # plans per episode (1: single-turn mode)
+    episodes: int = 16  # per rollout batch (the sampler's batch bucket)
+    group_size: int = 4  # episodes per task (GRPO / RLOO / TRLOO groups)
+    temperature: float = 1.0
+    max_plan_tokens: int = 32  # a turn without <eos> in this many tokens is invalid
+    max_context: int = 128  # context before a turn's generation: the sampler's prompt bucket
+    split: str = "train"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.turns < 1 or self.episodes < 1 or self.group_size < 1:
+            raise ValueError("turns, episodes and group_size must be >= 1")
+        if self.episodes % self.group_size:
+            raise ValueError(
+                f"episodes ({self.episodes}) must be a multiple of group_size ({self.group_size})"
+            )
+
+    @property
+    def max_len(self) -> int:
+        """Longest packed episode: the last turn's context plus its plan."""
+        return self.max_context + self.max_plan_tokens
+
+
+def _seed(*parts) -> int:
+    return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
+
+
+def make_sampler(model, cfg: RolloutConfig) -> models.Sampler:
+    """A sampler with one batch and one context bucket (one compiled program per sampling mode)."""
+    return models.Sampler(model, prompt_buckets=(cfg.max_context,), batch_buckets=(cfg.episodes,))
+
+
+class ToyEnv:
+    """The toy tasks by split, a judge (``research.toyenv.PlanJudge`` or anything with its ``judge_many``
+    and ``invalid_reward``) and ``judge_task`` (the size a task is judged at: ``cpu_size`` in CPU mode;
+    prompts always name the real task)."""
+
+    def __init__(
+        self, splits: dict[str, list[ToyTask]], judge, judge_task: Callable[[ToyTask], ToyTask] | None = None
+    ):
+        self.splits = {k: list(v) for k, v in splits.items()}
+        self.judge = judge
+        self.judge_task = judge_task or (lambda t: t)
+        self.tokenizer = toy_tokenizer()
+        self._judge_cache: dict[str, ToyTask] = {}
+        self.timings = {"generate_s": 0.0, "judge_s": 0.0}  # of the last rollout call
+
+    def tasks(self, split: str) -> list[ToyTask]:
+        if split not in self.splits or not self.splits[split]:
+            raise ValueError(f"no toy tasks in split {split!r} (have {sorted(self.splits)})")
+        return self.splits[split]
+
+    def draw(self, cfg: RolloutConfig, cursor: int) -> list[ToyTask]:
+        """The tasks of rollout batch ``cursor``: episodes / group_size tasks, group_size episodes each."""
+        pool = self.tasks(cfg.split)
+        n = cfg.episodes // cfg.group_size
+        rng = np.random.default_rng([cfg.seed, int(cursor)])
+        idx = rng.choice(len(pool), n, replace=len(pool) < n)
+        return [pool[i] for i in idx for _ in range(cfg.group_size)]
+
+    def _judged(self, task: ToyTask) -> ToyTask:
+        if task.id not in self._judge_cache:
+            self._judge_cache[task.id] = self.judge_task(task)
+        return self._judge_cache[task.id]
+
+    def rollout(
+        self,
+        sampler: models.Sampler,
+        cfg: RolloutConfig,
+        cursor: int,
+        tasks: Sequence[ToyTask] | None = None,
+        groups: Sequence | None = None,
+    ) -> list[dict]:
+        """One record per episode (verl layout + ``task_id``, ``turns`` and ``final_plan``)."""
+        tasks = list(tasks) if tasks is not None else self.draw(cfg, cursor)
+        if groups is None:
+            groups = [f"{cursor}:{i // cfg.group_size}" for i in range(len(tasks))]
+        records = []
+        self.timings = {"generate_s": 0.0, "judge_s": 0.0}
+        for start in range(0, len(tasks), cfg.episodes):
+            chunk = tasks[start : start + cfg.episodes]
+            records += self._episodes(
+                sampler, cfg, chunk, list(groups[start : start + cfg.episodes]), cursor, start
+            )
+        return records
+
+    # --- one batch of episodes ------------------------------------------------------------------------
+    def _episodes(self, sampler, cfg: RolloutConfig, tasks, groups, cursor, offset) -> list[dict]:
+        tok = self.tokenizer
+        eps = [
+            {
+                "prompt_ids": tok.encode_prompt(t),
+                "response_ids": [],
+                "response_mask": [],
+                "logprobs": [],
+                "turn_ids": [],
+                "turns": [],
+                "group": g,
+                "task_id": t.id,
+                "split": t.split,
+                "verdict": None,
+                "final_plan": None,
+            }
+            for t, g in zip(tasks, groups)
+        ]
+        live = list(range(len(eps)))
+        sampling = models.SamplingConfig(
+            max_new_tokens=cfg.max_plan_tokens, temperature=cfg.temperature, eos_token_ids=(tok.eos_id,)
+        )
+        for turn in range(cfg.turns):
+            live = [
+                i for i in live if len(eps[i]["prompt_ids"]) + len(eps[i]["response_ids"]) <= cfg.max_context
+            ]
+            if not live:
+                break
+            contexts = [eps[i]["prompt_ids"] + eps[i]["response_ids"] for i in live]
+            t0 = time.perf_counter()
+            out = sampler.generate(contexts, sampling, seed=_seed(cfg.seed, cursor, offset, turn))
+            self.timings["generate_s"] += time.perf_counter() - t0
+            parsed, judge_items = {}, []
+            for row, i in enumerate(live):
+                ids = out.response_ids(row)
+                ep = eps[i]
+                k = len(ep["response_ids"])
+                ep["response_ids"] += ids
+                ep["response_mask"] += [1] * len(ids)
+                ep["logprobs"] += out.logprobs[row, : len(ids)].tolist()
+                ep["turn_ids"] += [turn] * len(ids)
+                info = {
+                    "start": k,
+                    "end": k + len(ids),
+                    "finish": out.finish_reasons[row],
+                    "plan": None,
+                    "stop": False,
+                    "hallucinated": False,
+                }
+                ep["turns"].append(info)
+                if out.finish_reasons[row] != "eos":
+                    info["error"] = f"no <eos> within {cfg.max_plan_tokens} tokens"
+                    continue
+                if len(ids) == 1 and turn > 0:  # only <eos>: submit the previous plan
+                    info["stop"] = True
+                    continue
+                try:
+                    plan = tok.decode_plan(ids)
+                except (PlanError, ValueError) as exc:
+                    info["error"] = str(exc)[:200]
+                    continue
+                info["plan"] = plan.text()
+                info["hallucinated"] = bool(set(plan.ops) - set(tasks[i].ops))
+                parsed[i] = len(judge_items)
+                judge_items.append((self._judged(tasks[i]), plan))
+            t0 = time.perf_counter()
+            verdicts = self.judge.judge_many(judge_items) if judge_items else []
+            self.timings["judge_s"] += time.perf_counter() - t0
+            still = []
+            for i in live:
+                ep, info = eps[i], eps[i]["turns"][-1]
+                if info["stop"]:
+                    continue
+                j = (
+                    verdicts[parsed[i]]
+                    if i in parsed
+                    else Judgement(INVALID_PLAN, self.judge.invalid_reward, error=info.get("error"))
+                )
+                info.update(status=j.status, reward=j.reward, speedups=dict(j.speedups), cached=j.cached)
+                ep["verdict"] = _verdict(j)
+                ep["final_plan"] = info["plan"]
+                if j.dropped:  # not the policy's doing: the episode ends here and will be dropped
+                    continue
+                if turn + 1 < cfg.turns:
+                    obs = tok.encode(observation_tokens(j.status, j.speedups))
+                    ep["response_ids"] += obs
+                    ep["response_mask"] += [0] * len(obs)
+                    ep["logprobs"] += [0.0] * len(obs)
+                    ep["turn_ids"] += [-1] * len(obs)
+                    still.append(i)
+            live = still
+        for ep in eps:  # a trailing observation belongs to no turn: trim it (the last turn ends the episode)
+            while ep["response_mask"] and ep["response_mask"][-1] == 0:
+                for key in ("response_ids", "response_mask", "logprobs", "turn_ids"):
+                    ep[key].pop()
+        return eps
+
+
+def _verdict(j: Judgement) -> dict:
+    status = j.status
+    if j.dropped and status not in NON_POLICY_STATUSES:
+        status = "infra_timeout" if status == "timeout" else "infra_error"
+    return {"status": status, "reward": j.reward, "speedups": dict(j.speedups), "error": j.error}

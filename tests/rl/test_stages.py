@@ -1,0 +1,493 @@
+"""The staged pipeline (research.rl.pipeline): RFT filters on planted trajectories, observations, the toy
+rollout against a scripted sampler, rollout metrics by hand, manifests, the pretraining loss against numpy,
+the whole pipeline with a rule-based judge (default suite), on a tiny random Qwen2 HF checkpoint
+(``model=hf``), and ``preset=toy_cpu`` end to end with the real sandbox (``slow``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import models
+from research import rl
+from research.rl import pipeline as pl
+from research.toyenv import VOCAB, make_tasks
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pipeline_fixtures import SMALL_TASKS, TINY_ARCH, RuleJudge, tiny_pipeline  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+REWARD = rl.RewardConfig()
+LENIENT = pl.RFTFilterConfig(
+    min_reward=-2.0, drop_invalid=False, drop_hallucinated=False, drop_redundant=False
+)
+
+
+# --- RFT filters on planted trajectories ---
+def _planted(actions, statuses, final="correct", reward=1.0, hallucinated=None, stop_last=False):
+    """A record whose turn k wrote the tokens ``actions[k]`` and got ``statuses[k]``."""
+    ids, turns = [], []
+    for k, (a, st) in enumerate(zip(actions, statuses)):
+        turns.append(
+            {
+                "start": len(ids),
+                "end": len(ids) + len(a),
+                "status": st,
+                "hallucinated": bool(hallucinated and hallucinated[k]),
+                "stop": False,
+            }
+        )
+        ids += list(a) + [90, 91]  # an observation after each turn
+    if stop_last:
+        turns.append({"start": len(ids), "end": len(ids) + 1, "stop": True})
+        ids += [2]
+    return {
+        "response_ids": ids,
+        "turns": turns,
+        "verdict": {"status": final, "reward": reward, "speedups": {}},
+    }
+
+
+def test_rft_filters_on_planted_trajectories():
+    good = _planted([[4, 5, 2], [4, 6, 2]], ["correct", "correct"], reward=2.0)
+    negative = _planted([[4, 5, 2]], ["incorrect"], final="incorrect", reward=-1.0)
+    invalid = _planted([[7, 7], [4, 5, 2]], ["invalid_plan", "correct"])
+    halluc = _planted([[4, 5, 2], [4, 8, 2]], ["correct", "correct"], hallucinated=[False, True])
+    loop = _planted([[4, 5, 2], [4, 6, 2], [4, 5, 2]], ["correct"] * 3)
+    judge_err = _planted([[4, 5, 2]], ["correct"], final="judge_error", reward=None)
+    stopped = _planted([[4, 5, 2]], ["correct"], stop_last=True)  # a stop turn is not a repeated action
+    records = [good, negative, invalid, halluc, loop, judge_err, stopped]
+    kept, drops = pl.rft_filter(records, pl.RFTFilterConfig(), REWARD)
+    assert kept == [good, stopped]
+    assert dict(drops) == {
+        "reward_not_positive": 1,
+        "invalid_action": 1,
+        "hallucinated_action": 1,
+        "redundant_loop": 1,
+        "judge_error": 1,
+    }
+    assert pl.has_redundant_loop(loop) and not pl.has_redundant_loop(loop, max_repeats=2)
+    assert pl.has_invalid_action(invalid) and not pl.has_invalid_action(good)
+    assert pl.has_hallucination(halluc) and not pl.has_hallucination(good)
+    # Reasons in order: a negative, looping, invalid episode counts as invalid (the first failed check).
+    worst = _planted([[7], [7]], ["invalid_plan", "invalid_plan"], final="invalid_plan", reward=-1.0)
+    assert pl.rejection_reason(worst, pl.RFTFilterConfig(), REWARD) == "invalid_action"
+    off = pl.RFTFilterConfig(drop_invalid=False, drop_hallucinated=False, drop_redundant=False)
+    assert pl.rft_filter(records, off, REWARD)[0] == [good, invalid, halluc, loop, stopped]
+    # The raw-speedup reward: the verdict's speedup decides, recomputed from status and speedups.
+    slow = _planted([[4, 5, 2]], ["correct"], reward=1.0)
+    slow["verdict"]["speedups"] = {"eager": 0.5}
+    assert pl.episode_reward(slow, rl.RewardConfig(reward_fn="speedup")) == 0.5
+
+
+# --- observations ---
+def test_observation_tokens_extend_the_plan_vocabulary():
+    tok = pl.toy_tokenizer()
+    assert pl.TOY_VOCAB[: len(VOCAB)] == VOCAB and len(tok) == len(VOCAB) + len(pl.OBS_TOKENS) == 91
+    assert [pl.speed_bucket(s) for s in (None, 0.0, 0.49, 0.5, 0.97, 1.05, 1.49, 1.99, 2.0)] == [
+        "na",
+        "na",
+        "lt0.5",
+        "lt0.95",
+        "par",
+        "lt1.5",
+        "lt1.5",
+        "lt2",
+        "ge2",
+    ]
+    assert pl.observation_tokens("correct", {"eager": 1.3, "compile": 0.9}) == [
+        "<obs>",
+        "st_correct",
+        "e_lt1.5",
+        "c_lt0.95",
+        "<sep>",
+    ]
+    assert pl.observation_tokens("incorrect", {"eager": 3.0}) == [
+        "<obs>",
+        "st_incorrect",
+        "e_na",
+        "c_na",
+        "<sep>",
+    ]
+    assert pl.observation_tokens("weird", None)[1] == "st_other"
+    tok.encode(pl.observation_tokens("rejected", {}))  # every observation token is in the vocabulary
+
+
+# --- the rollout against a scripted sampler ---
+class ScriptedSampler:
+    """Returns the next scripted token list per call and row (with <eos> stopping), log-prob -0.5 each."""
+
+    def __init__(self, script, eos):
+        self.script, self.eos, self.calls, self.contexts = script, eos, 0, []
+
+    def generate(self, prompts, config, seed=0):
+        rows = [self.script[self.calls][i] for i in range(len(prompts))]
+        self.calls += 1
+        self.contexts.append([list(p) for p in prompts])
+        m = config.max_new_tokens
+        toks = np.zeros((len(rows), m), np.int32)
+        lp = np.zeros((len(rows), m), np.float32)
+        lengths, finish = [], []
+        for i, r in enumerate(rows):
+            r = r[:m]
+            toks[i, : len(r)] = r
+            lp[i, : len(r)] = -0.5
+            lengths.append(len(r))
+            finish.append("eos" if r and r[-1] == self.eos else "length")
+        return models.SampleOutput(
+            prompts, toks, lp, np.arange(m)[None] < np.array(lengths)[:, None], np.array(lengths), finish
+        )
+
+
+@pytest.fixture(scope="module")
+def toy_tasks():
+    return make_tasks(SMALL_TASKS)
+
+
+def test_multi_turn_rollout_masks_observations_and_ends_on_the_last_plan(toy_tasks):
+    tok = pl.toy_tokenizer()
+    task = toy_tasks.split("train")[0]
+    other = next(t for t in toy_tasks.split("train") if set(t.ops) - set(task.ops))
+    from research.toyenv import TOY_OPS, baseline_plan, parse_plan
+
+    plan_a = tok.encode_plan(baseline_plan(task))
+    row = any(TOY_OPS[o].kind != "map" for o in task.ops)
+    fused = parse_plan(["K", *task.ops, "R1" if row else "B1024", "W4", "M1"])
+    plan_b = tok.encode_plan(fused)
+    halluc = tok.encode_plan(baseline_plan(other))
+    eos = tok.eos_id
+    script = [
+        [plan_a, [tok.encode(["K"])[0]] * 40, halluc],  # turn 0: a plan, no <eos> (invalid), a hallucination
+        [plan_b, plan_a, [eos]],  # turn 1: revised plan; same plan again; stop (submit the previous)
+        [[eos], plan_b],  # turn 2 (episodes 0 and 1 still running): stop; a plan
+    ]
+    sampler = ScriptedSampler(script, eos)
+    env = pl.ToyEnv({"train": [task]}, RuleJudge())
+    cfg = pl.RolloutConfig(turns=3, episodes=4, group_size=1, max_plan_tokens=32, max_context=128)
+    recs = env.rollout(sampler, cfg, 0, tasks=[task, task, task], groups=["a", "b", "c"])
+    r0, r1, r2 = recs
+    obs = lambda st, e, c: tok.encode(["<obs>", f"st_{st}", e, c, "<sep>"])  # noqa: E731
+    assert r0["prompt_ids"] == tok.encode_prompt(task)
+    o_unfused = obs("correct", "e_lt0.95", "c_lt0.95")
+    o_fused = obs("correct", "e_lt1.5", "c_lt1.5")
+    assert r0["response_ids"] == plan_a + o_unfused + plan_b + o_fused + [eos]
+    assert r0["response_mask"] == [1] * len(plan_a) + [0] * 5 + [1] * len(plan_b) + [0] * 5 + [1]
+    assert r0["turn_ids"] == [0] * len(plan_a) + [-1] * 5 + [1] * len(plan_b) + [-1] * 5 + [2]
+    assert r0["logprobs"] == [-0.5] * len(plan_a) + [0.0] * 5 + [-0.5] * len(plan_b) + [0.0] * 5 + [-0.5]
+    assert r0["final_plan"] == fused.text() and r0["verdict"]["reward"] == 3.0 and r0["turns"][-1]["stop"]
+    # Episode 1: invalid turn (no <eos>), then a correct plan, then another correct plan.
+    assert [t.get("status") for t in r1["turns"]] == ["invalid_plan", "correct", "correct"]
+    assert "no <eos>" in r1["turns"][0]["error"] and r1["verdict"]["reward"] == 3.0
+    # Episode 2: a plan for another task's ops (hallucinated), then stop: the final verdict is turn 0's.
+    assert (
+        r2["turns"][0]["hallucinated"]
+        and r2["turns"][1]["stop"]
+        and r2["verdict"]["status"] in ("invalid_plan", "incorrect")
+        and r2["verdict"]["reward"] == -1.0
+    )
+    # Every context is the previous one plus the new tokens (token-in-token-out, nothing re-tokenised).
+    assert sampler.contexts[1][0] == r0["prompt_ids"] + plan_a + o_unfused
+    batch, drops, kept = rl.pack_trajectories(recs, REWARD, rl.PackConfig(max_len=cfg.max_len, pad_to=8))
+    assert kept == [0, 1, 2] and not drops
+    packed = batch.tokens[0, : len(r0["prompt_ids"]) + len(r0["response_ids"])]
+    assert packed.tolist() == r0["prompt_ids"] + r0["response_ids"]
+
+
+def test_rollout_metrics_by_hand():
+    recs = [
+        {
+            "verdict": {"status": "correct", "reward": 3.0, "speedups": {"eager": 1.5, "compile": 1.2}},
+            "final_plan": "K relu gelu B1024 V1 W4 M1",
+            "turns": [{"status": "correct"}],
+            "response_mask": [1] * 9,
+        },
+        {
+            "verdict": {"status": "correct", "reward": 1.0, "speedups": {"eager": 1.04, "compile": 0.9}},
+            "final_plan": "K relu B1024 V1 W4 M1 K gelu B1024 V4 W4 M1",
+            "turns": [{"status": "invalid_plan"}, {"status": "correct"}, {"stop": True}],
+            "response_mask": [1] * 5,
+        },
+        {
+            "verdict": {"status": "incorrect", "reward": -1.0, "speedups": {}},
+            "final_plan": None,
+            "turns": [{"status": "incorrect", "hallucinated": True}],
+            "response_mask": [1, 0, 1],
+        },
+        {
+            "verdict": {"status": "judge_error", "reward": None, "speedups": {}},
+            "turns": [],
+            "response_mask": [1],
+        },
+    ]
+    m = pl.rollout_metrics(recs, REWARD)
+    assert m["episodes"] == 3 and m["dropped/judge_error"] == 1 and m["dropped/total"] == 1
+    assert m["reward_mean"] == pytest.approx(1.0) and m["pass_rate"] == pytest.approx(2 / 3)
+    assert m["faster_eager"] == pytest.approx(1 / 3) and m["faster_compile"] == pytest.approx(1 / 3)
+    assert m["turns_mean"] == pytest.approx(4 / 3) and m["invalid_turn_rate"] == pytest.approx(1 / 4)
+    assert m["hallucinated_turn_rate"] == pytest.approx(1 / 4) and m["response_tokens_mean"] == pytest.approx(
+        16 / 3
+    )
+    assert m["opt/fusion"] == pytest.approx(1 / 3) and m["opt/vector_width"] == pytest.approx(1 / 3)
+    assert m["opt/any"] == pytest.approx(2 / 3) and m["tier/3"] == m["tier/1"] == m[
+        "tier/-1"
+    ] == pytest.approx(1 / 3)
+
+
+# --- manifests ---
+def test_manifest_round_trip_and_hash_chain(tmp_path):
+    a = pl.Manifest("warmup", "/a", "/c", 3, pl.config_hash(pl.WarmupConfig()), {"reward_mean": 1.0})
+    a.save(tmp_path / "warmup")
+    assert pl.Manifest.load(tmp_path / "warmup") == a
+    h = pl.config_hash(pl.RFTConfig(), a)
+    other = pl.Manifest("warmup", "/a", "/c", 3, pl.config_hash(pl.WarmupConfig(steps=4)))
+    assert h != pl.config_hash(pl.RFTConfig(), other) and h == pl.config_hash(pl.RFTConfig(), a)
+    assert pl.Manifest.find(tmp_path / "warmup", a.config_hash) == a
+    assert pl.Manifest.find(tmp_path / "warmup", "different") is None
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a stage manifest"):
+        pl.Manifest.load(tmp_path / "bad.json")
+
+
+# --- pretraining loss against numpy ---
+def test_pretraining_loss_matches_numpy_and_decreases(toy_tasks, tmp_path):
+    from research.rl.pipeline.pretrain import _nll
+
+    tok = pl.toy_tokenizer()
+    model = models.init_model(models.tiny_config(**TINY_ARCH), 0)
+    from research.toyenv import corpus_plans
+
+    pairs = corpus_plans(toy_tasks.split("train")[:4])
+    ids, mask = pl.encode_corpus(pairs, tok, 48)
+    assert mask[0].sum() == len(tok.encode_plan(pairs[0][1]))
+    logits = np.asarray(model(ids[:, :-1]), np.float64)
+    logp = (
+        logits
+        - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+        - logits.max(-1, keepdims=True)
+    )
+    nll = -np.take_along_axis(logp, ids[:, 1:, None], -1)[..., 0]
+    m = mask[:, 1:]
+    eps = 0.1
+    want = (((1 - eps) * nll - eps * logp.mean(-1)) * m).sum() / m.sum()
+    got, (got_nll, _) = _nll(model, ids, mask, eps)
+    assert float(got) == pytest.approx(want, rel=1e-5) and float(got_nll) == pytest.approx(
+        (nll * m).sum() / m.sum(), rel=1e-5
+    )
+    cfg = pl.PretrainConfig(steps=40, batch_size=16, lr=3e-3, log_every=20, label_smoothing=0.0)
+    _, last = pl.pretrain(model, toy_tasks.split("train"), cfg, tmp_path, progress=False)
+    rows = rl.read_metrics(tmp_path)
+    assert [r["step"] for r in rows] == [20, 40] and last["nll"] < 0.6 * float(got_nll)
+
+
+# --- the pipeline with a rule-based judge (mechanics) ---
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pipeline")
+    cfg = tiny_pipeline(out)
+    cfg.rft.filters = LENIENT
+    judge = RuleJudge()
+    manifests = pl.run_pipeline(cfg, judge=judge)
+    return out, cfg, manifests, judge
+
+
+def test_pipeline_runs_every_stage_and_hands_over_checkpoints(smoke_run):
+    out, cfg, ms, judge = smoke_run
+    assert list(ms) == ["pretrain", "warmup", "rft", "value", "ppo"]
+    assert ms["warmup"].step == 2 and ms["rft"].step >= 1 and ms["value"].step == 2 and ms["ppo"].step == 2
+    assert ms["rft"].actor.startswith(str(out / "rft")) and ms["rft"].critic is None
+    assert ms["value"].actor == ms["rft"].actor and ms["value"].critic.startswith(str(out / "value"))
+    assert ms["ppo"].extra["critic_init"] == "pretrained"
+    for name in ("warmup", "rft", "value", "ppo"):
+        m = pl.Manifest.load(out / name)
+        assert (
+            m == ms[name]
+            and Path(m.inputs).parent.name
+            == {"warmup": "pretrain", "rft": "warmup", "value": "rft", "ppo": "value"}[name]
+        )
+        rows = rl.read_metrics(out / name)
+        assert len(rows) == m.step and (out / name / "curves.png").is_file()
+    warm = rl.read_metrics(out / "warmup")
+    assert {"reward_mean", "pass_rate", "faster_eager", "entropy", "value_loss", "time/generate_s"} <= set(
+        warm[0]
+    )
+    assert (
+        "nll" in rl.read_metrics(out / "rft")[0] and "explained_variance" in rl.read_metrics(out / "value")[0]
+    )
+    assert ms["rft"].extra["sampled"] == 8 * cfg.rft.rollout_batches
+    accepted = ms["rft"].extra["accepted"]  # indices into trajectories.jsonl (what value.on=accepted reads)
+    assert isinstance(accepted, list) and len(accepted) == ms["rft"].metrics["accepted"] == 8 * 2  # lenient
+    trajs = pl.read_trajectories(ms["rft"].extra["trajectories"])
+    assert len(trajs) == 8 * cfg.rft.rollout_batches and all(
+        1 <= len(t["turns"]) <= 2 and t["turns"][0].get("status") for t in trajs
+    )
+    models.restore_checkpoint(ms["ppo"].actor)  # a handed-over checkpoint loads alone
+    summary = json.loads((out / "pipeline.json").read_text())
+    assert set(summary["stages"]) == set(ms) and not summary["truncated"]
+
+
+def test_finished_stages_are_skipped_and_a_changed_stage_reruns(smoke_run):
+    out, cfg, ms, _ = smoke_run
+    again = pl.run_pipeline(cfg, judge=RuleJudge())
+    assert {k: m.config_hash for k, m in again.items()} == {k: m.config_hash for k, m in ms.items()}
+    cfg.ppo.steps = 3  # only the last stage changes: it resumes from its step-2 checkpoint
+    judge = RuleJudge()
+    third = pl.run_pipeline(cfg, judge=judge)
+    assert third["ppo"].step == 3 and third["value"] == ms["value"]
+    assert [r["step"] for r in rl.read_metrics(out / "ppo")] == [1, 2, 3]
+
+
+def test_time_budget_truncates_cleanly(tmp_path):
+    cfg = tiny_pipeline(tmp_path, time_budget_s=0.0)
+    cfg.pretrain.steps = 3
+    ms = pl.run_pipeline(cfg, judge=RuleJudge())
+    summary = json.loads((tmp_path / "pipeline.json").read_text())
+    assert list(ms) == ["pretrain"] and summary["truncated"]
+    assert set(summary["skipped"]) == {"warmup", "rft", "value", "ppo"}
+
+
+# --- every stage on a tiny random Qwen2 Hugging Face checkpoint (model=hf) ---
+def test_every_stage_runs_on_a_tiny_hf_qwen2(tmp_path):
+    torch = pytest.importorskip("torch")
+    from hydra import compose, initialize_config_dir
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    import experiments.train as train
+
+    torch.manual_seed(0)
+    hf = Qwen2Config(
+        vocab_size=96,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        eos_token_id=2,
+        bos_token_id=1,
+        pad_token_id=0,
+    )
+    Qwen2ForCausalLM(hf).save_pretrained(tmp_path / "qwen2")
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = train.to_config(
+            compose(
+                "train",
+                [
+                    "model=hf",
+                    f"model.checkpoint={tmp_path / 'qwen2'}",
+                    "model.compute_dtype=float32",
+                    "model.attention_impl=xla",
+                    "model.remat=none",
+                    f"out_dir={tmp_path / 'run'}",
+                    "progress=false",
+                ],
+            )
+        )
+    small = tiny_pipeline(cfg.out_dir)
+    small.model = cfg.model
+    small.pretrain.steps = 5
+    small.rft.filters = LENIENT
+    ms = pl.run_pipeline(small, judge=RuleJudge())
+    assert list(ms) == ["pretrain", "warmup", "rft", "value", "ppo"]
+    assert all(ms[s].step >= 1 for s in ("warmup", "rft", "value", "ppo"))
+    actor = models.restore_checkpoint(ms["ppo"].actor)
+    assert actor.config.family == "qwen2" and actor.config.vocab_size == 96 and actor.config.qkv_bias
+
+
+def test_a_model_smaller_than_the_toy_vocabulary_is_refused():
+    spec = models.ModelSpec(arch=models.tiny_config(**{**TINY_ARCH, "vocab_size": 64}))
+    with pytest.raises(ValueError, match="toy vocabulary 91"):
+        pl.build_policy(spec, 91)
+
+
+# --- preset=toy_cpu end to end (the real sandbox in CPU mode) ---
+@pytest.mark.slow
+def test_toy_cpu_preset_end_to_end(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.train",
+            "preset=toy_cpu",
+            f"out_dir={tmp_path}",
+            "progress=false",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads((tmp_path / "pipeline.json").read_text())
+    assert (
+        set(summary["stages"]) == {"pretrain", "warmup", "rft", "value", "ppo"} and not summary["truncated"]
+    )
+    for name in ("warmup", "value", "ppo"):
+        assert len(rl.read_metrics(tmp_path / name)) == 2
+        assert (tmp_path / name / "manifest.json").is_file()
+    assert (tmp_path / "judge_cache.jsonl").is_file()
+    warm = rl.read_metrics(tmp_path / "warmup")
+    assert all(r["episodes"] + r["dropped/total"] == 8 for r in warm)
+    rft = pl.Manifest.load(tmp_path / "rft")
+    assert len(rft.extra["accepted"]) + rft.extra["rejected/total"] == rft.extra["sampled"] == 8
+    assert rft.extra["rft_steps"] == len(rl.read_metrics(tmp_path / "rft"))
+
+
+# --- the GPU demonstration's driver, on CPU with the rule judge (five pipeline runs: slow) ---
+@pytest.mark.slow
+def test_demo_runs_the_full_pipeline_and_the_ablations_and_writes_at_most_8_files(tmp_path):
+    from research.rl.pipeline.demo import ABLATIONS, DemoConfig, run_demo
+
+    base = tiny_pipeline(tmp_path / "unused")
+    base.rft.filters = LENIENT
+    base.eval.enabled, base.eval.turns, base.eval.max_tasks = True, 2, 2
+    out = tmp_path / "out"
+    cfg = DemoConfig(out=str(out), work=str(tmp_path / "work"), budget_s=3600, min_ablation_s=1)
+    res = run_demo(cfg, base=base, judge=RuleJudge())
+    assert set(res["runs"]) == {"full", *ABLATIONS} and not any("error" in r for r in res["runs"].values())
+    full = res["runs"]["full"]["stages"]
+    assert list(full) == ["pretrain", "warmup", "rft", "value", "ppo"]
+    assert list(res["runs"]["no_value_pretrain"]["stages"]) == ["rft", "ppo"]  # its init manifest + stage 4
+    assert res["runs"]["no_value_pretrain"]["stages"]["ppo"]["critic_init"] == "fresh"
+    assert res["runs"]["no_rft"]["stages"]["rft"]["rft_steps"] == 0
+    assert {"full/pretrain", "full/warmup", "full/rft", "full/ppo"} <= set(res["eval"])
+    assert set(res["eval"]["full/ppo"]) == {"test", "heldout_category"}
+    assert set(res["target"]) == {"test", "heldout_category"}
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["curves.png", "eval.png", "results.json"] and len(files) <= 8
+    assert json.loads((out / "results.json").read_text())["runs"].keys() == res["runs"].keys()
+
+
+def test_corpus_multi_turn_sequences_teach_the_format_only(toy_tasks):
+    from research.toyenv import corpus_plans, optimisations
+
+    tok = pl.toy_tokenizer()
+    pairs = corpus_plans(toy_tasks.split("train")[:6])
+    ids, mask = pl.encode_corpus(pairs, tok, 80, multi_turn_share=0.5)
+    obs = tok.encode(pl.observation_tokens("correct", {}))
+    two = 0
+    for (task, plan), row, m in zip(pairs, ids.tolist(), mask.tolist()):
+        p, q = tok.encode_prompt(task), tok.encode_plan(plan)
+        assert (
+            row[: len(p) + len(q)] == p + q
+            and m[: len(p)] == [0] * len(p)
+            and m[len(p) : len(p) + len(q)] == [1] * len(q)
+        )
+        rest = row[len(p) + len(q) :]
+        if rest[: len(obs)] == obs:
+            two += 1
+            k = len(p) + len(q) + len(obs)
+            assert m[len(p) + len(q) : k] == [0] * len(obs)
+            second = tok.decode_plan(row[k:])
+            assert second != plan and (task, second) in pairs and not optimisations(second)
+        else:
+            assert set(rest) == {tok.pad_id} and sum(m) == len(q)
+    assert two == len(pairs) // 2
