@@ -1,9 +1,9 @@
 # %% [markdown]
 # # Ablations: the table and the training curves of a multirun
 # A Hydra multirun of `python -m experiments.train -m +sweep=ablations seed=0,1,2` (local or SLURM): one row
-# per preset x seed with its final metrics, failed points reported with their reason (never dropped), the
-# mean and spread over seeds per preset, and the training curves (reward, faster-than-compile rate, entropy,
-# explained variance, clip fraction, response length) with the presets overlaid.
+# per ablation x seed with its final metrics, failed points reported with their reason (never dropped), the
+# mean and spread over seeds per ablation, and the training curves (reward, faster-than-compile rate, entropy,
+# explained variance, clip fraction, response length) with the ablations overlaid.
 #
 # Percent-format notebook; as a script: `python notebooks/ablation_report.py MULTIRUN_DIR [STAGE] [OUT_DIR]`.
 
@@ -28,7 +28,7 @@ points = collect(SWEEP)
 print(f"{SWEEP}: {len(points)} points")
 
 # %% [markdown]
-# ## Final metrics, preset x seed
+# ## Final metrics, ablation x seed
 
 # %%
 METRICS = (
@@ -49,7 +49,7 @@ print(format_ablations(table, shown))
 # ## Mean +- std over seeds (points that finished)
 
 # %%
-for name, p in table["presets"].items():
+for name, p in table["ablations"].items():
     cells = [f"{m} {p[m]['mean']:.3f}+-{p[m]['std']:.3f}" for m in shown if p[m]["mean"] is not None]
     print(f"{name:<20}{p['points'] - p['failed']}/{p['points']} finished  " + "  ".join(cells))
 

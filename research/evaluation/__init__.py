@@ -9,7 +9,7 @@
   subset the degenerate-task audit leaves (``read_audit``), labelled with GPU / torch / protocol / policy /
   precision (``labels``); the arithmetic is ``kernels_env.client.summarize`` via ``research.agent.summary``.
 - ``collect`` / ``ablation_table`` / ``curves``: a Hydra multirun directory of ``experiments.train`` as one
-  table (preset x seed) with failed points reported, and its training curves.
+  table (ablation x seed) with failed points reported, and its training curves.
 - ``figures`` (``make_figures``) in one ``style``, PDF + PNG.
 
 May import: the standard library, yaml, matplotlib, tqdm, pyarrow (Parquet), ``research.agent.summary``, and

@@ -1,4 +1,4 @@
-"""Collect a Hydra multirun directory of ``experiments.train`` points into one table (rows: preset x seed),
+"""Collect a Hydra multirun directory of ``experiments.train`` points into one table (rows: ablation x seed),
 with the points that failed reported, never dropped.
 
 A point is a job directory (``<sweep dir>/<num>_<overrides>/`` with ``.hydra/overrides.yaml``). Its final
@@ -32,7 +32,7 @@ CURVES = {
     "clip_fraction": ("clip_frac",),
     "response_length": ("response_tokens_mean", "response_length"),
 }
-POINT_KEYS = ("preset", "seed")
+POINT_KEYS = ("ablation", "seed")
 STAGES = ("warmup", "rft", "value", "ppo")  # research.rl pipeline order (PipelineConfig.stages)
 
 
@@ -189,16 +189,16 @@ def _stats(xs: list[float]) -> tuple[float | None, float | None]:
 
 
 def ablation_table(points: list[Point], metrics: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """{"metrics", "rows": one per preset x seed (status, reason, metrics), "presets": mean/std over the
+    """{"metrics", "rows": one per ablation x seed (status, reason, metrics), "ablations": mean/std over the
     points that finished, with counts of failed ones, "failed": the failed points}."""
     if metrics is None:
         seen = {k for p in points for k, v in p.metrics.items() if isinstance(v, int | float)}
         metrics = tuple(sorted(seen))
     rows = []
-    for p in sorted(points, key=lambda p: (p.label("preset"), p.label("seed"))):
+    for p in sorted(points, key=lambda p: (p.label("ablation"), p.label("seed"))):
         rows.append(
             {
-                "preset": p.label("preset"),
+                "ablation": p.label("ablation"),
                 "seed": p.label("seed"),
                 "status": p.status,
                 "reason": p.reason,
@@ -206,30 +206,30 @@ def ablation_table(points: list[Point], metrics: tuple[str, ...] | None = None) 
                 **{m: p.metrics.get(m) for m in metrics},
             }
         )
-    presets: dict[str, Any] = {}
-    for name in sorted({r["preset"] for r in rows}):
-        mine = [r for r in rows if r["preset"] == name]
+    ablations: dict[str, Any] = {}
+    for name in sorted({r["ablation"] for r in rows}):
+        mine = [r for r in rows if r["ablation"] == name]
         done = [r for r in mine if r["status"] != "failed"]
-        presets[name] = {
+        ablations[name] = {
             "points": len(mine),
             "failed": len(mine) - len(done),
             **{m: dict(zip(("mean", "std"), _stats([r[m] for r in done]))) for m in metrics},
         }
     failed = [r for r in rows if r["status"] == "failed"]
-    return {"metrics": list(metrics), "rows": rows, "presets": presets, "failed": failed}
+    return {"metrics": list(metrics), "rows": rows, "ablations": ablations, "failed": failed}
 
 
 def format_ablations(table: dict[str, Any], metrics: tuple[str, ...] | None = None) -> str:
     metrics = tuple(metrics or table["metrics"][:6])
     fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-    lines = [f"{'preset':<20}{'seed':>5}{'status':>10}" + "".join(f"{m[:14]:>16}" for m in metrics)]
+    lines = [f"{'ablation':<20}{'seed':>5}{'status':>10}" + "".join(f"{m[:14]:>16}" for m in metrics)]
     for r in table["rows"]:
         lines.append(
-            f"{r['preset'][:19]:<20}{r['seed']:>5}{r['status']:>10}"
+            f"{r['ablation'][:19]:<20}{r['seed']:>5}{r['status']:>10}"
             + "".join(f"{fmt(r.get(m)):>16}" for m in metrics)
         )
     for r in table["failed"]:
-        lines.append(f"FAILED {r['preset']} seed {r['seed']}: {r['reason']}")
+        lines.append(f"FAILED {r['ablation']} seed {r['seed']}: {r['reason']}")
     return "\n".join(lines)
 
 
@@ -245,7 +245,7 @@ def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def curves(points: list[Point], stage: str = "ppo") -> dict[str, dict[str, list[tuple[int, float]]]]:
-    """{curve name: {"preset seed": [(step, value), ...]}} from each point's ``<stage>/metrics.jsonl``."""
+    """{curve name: {"ablation seed": [(step, value), ...]}} from each point's ``<stage>/metrics.jsonl``."""
     out: dict[str, dict[str, list]] = {name: {} for name in CURVES}
     for p in points:
         d = p.stages.get(stage) or ((p.dir / stage) if p.dir else None)
@@ -256,5 +256,5 @@ def curves(points: list[Point], stage: str = "ppo") -> dict[str, dict[str, list[
                 (int(r["step"]), float(r[key])) for r in rows if key and isinstance(r.get(key), int | float)
             ]
             if pts:
-                out[name][f"{p.label('preset')} seed {p.label('seed')}"] = pts
+                out[name][f"{p.label('ablation')} seed {p.label('seed')}"] = pts
     return out

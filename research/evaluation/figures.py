@@ -138,12 +138,12 @@ def plot_audit(reports: list[dict[str, Any]], stem: str | Path) -> list[Path]:
 
 
 def plot_ablations(table: dict[str, Any], metric: str, stem: str | Path) -> list[Path]:
-    """Mean +- std of ``metric`` per preset over seeds, each seed a dot; failed points in the label."""
+    """Mean +- std of ``metric`` per ablation over seeds, each seed a dot; failed points in the label."""
     fig, axes = style.figure()
     ax = axes[0][0]
-    names = list(table["presets"])
-    means = [table["presets"][n][metric]["mean"] for n in names]
-    stds = [table["presets"][n][metric]["std"] or 0.0 for n in names]
+    names = list(table["ablations"])
+    means = [table["ablations"][n][metric]["mean"] for n in names]
+    stds = [table["ablations"][n][metric]["std"] or 0.0 for n in names]
     ax.bar(
         range(len(names)), [m or 0.0 for m in means], yerr=stds, color=style.PALETTE[0], alpha=0.7, capsize=3
     )
@@ -151,11 +151,11 @@ def plot_ablations(table: dict[str, Any], metric: str, stem: str | Path) -> list
         ys = [
             r[metric]
             for r in table["rows"]
-            if r["preset"] == n and r["status"] != "failed" and isinstance(r.get(metric), int | float)
+            if r["ablation"] == n and r["status"] != "failed" and isinstance(r.get(metric), int | float)
         ]
         ax.scatter([i] * len(ys), ys, color="black", s=8, zorder=3)
     labels = [
-        n + (f"\n({table['presets'][n]['failed']} failed)" if table["presets"][n]["failed"] else "")
+        n + (f"\n({table['ablations'][n]['failed']} failed)" if table["ablations"][n]["failed"] else "")
         for n in names
     ]
     ax.set_xticks(range(len(names)), labels, rotation=20)
@@ -164,18 +164,18 @@ def plot_ablations(table: dict[str, Any], metric: str, stem: str | Path) -> list
 
 
 def plot_curves(curve_data: dict[str, dict[str, list]], stem: str | Path) -> list[Path]:
-    """One panel per training curve; per preset the mean over seeds (bold) and each seed (faint)."""
+    """One panel per training curve; per ablation the mean over seeds (bold) and each seed (faint)."""
     fig, axes = style.figure(2, 3, height=2.4)
     for ax, name in zip(axes.ravel(), CURVES):
-        by_preset: dict[str, list] = defaultdict(list)
+        by_ablation: dict[str, list] = defaultdict(list)
         for label, pts in curve_data.get(name, {}).items():
-            by_preset[label.rsplit(" seed ", 1)[0]].append(dict(pts))
-        for k, (preset, runs) in enumerate(sorted(by_preset.items())):
+            by_ablation[label.rsplit(" seed ", 1)[0]].append(dict(pts))
+        for k, (ablation, runs) in enumerate(sorted(by_ablation.items())):
             color = style.PALETTE[k % len(style.PALETTE)]
             for run in runs:
                 ax.plot(list(run), list(run.values()), color=color, alpha=0.25, lw=0.8)
             steps = sorted(set.intersection(*(set(r) for r in runs)))
-            ax.plot(steps, [sum(r[s] for r in runs) / len(runs) for s in steps], color=color, label=preset)
+            ax.plot(steps, [sum(r[s] for r in runs) / len(runs) for s in steps], color=color, label=ablation)
         ax.set_title(name.replace("_", " "))
         ax.set_xlabel("step")
     handles, labels = axes[0][0].get_legend_handles_labels()

@@ -194,10 +194,10 @@ def judged_set(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def multirun(tmp_path_factory):
-    """A real Hydra multirun (basic launcher) of the stand-in app: 2 presets x 2 seeds, one point crashes."""
+    """A real Hydra multirun (basic launcher) of the stand-in app: 2 ablations x 2 seeds, one crashes."""
     sweep = tmp_path_factory.mktemp("multirun") / "sweep"
     app = Path(__file__).with_name("multirun_app.py")
-    cmd = [sys.executable, str(app), "-m", "preset=full,no_rft", "seed=0,1", f"hydra.sweep.dir={sweep}"]
+    cmd = [sys.executable, str(app), "-m", "ablation=full,no_rft", "seed=0,1", f"hydra.sweep.dir={sweep}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and "critic diverged" in out.stderr  # Hydra raises the failed job's error
     return sweep

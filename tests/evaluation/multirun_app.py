@@ -1,9 +1,9 @@
 """A stand-in for ``experiments.train`` in the multirun tests: a real Hydra app (real job directories,
 ``.hydra/``, ``multirun.yaml``) that writes the staged pipeline's files (``<stage>/metrics.jsonl`` in the
 research.rl MetricsWriter format, ``<stage>/manifest.json``, ``pipeline.json``) with synthetic numbers, and
-crashes in the ppo stage for ``preset=no_rft seed=1`` after pipeline.json is written, as run_pipeline does.
+crashes in the ppo stage for ``ablation=no_rft seed=1`` after pipeline.json is written, as run_pipeline does.
 
-    python tests/evaluation/multirun_app.py -m preset=full,no_rft seed=0,1 hydra.sweep.dir=DIR
+    python tests/evaluation/multirun_app.py -m ablation=full,no_rft seed=0,1 hydra.sweep.dir=DIR
 """
 
 from __future__ import annotations
@@ -16,21 +16,26 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 
 STAGES = ["warmup", "rft", "value", "ppo"]
-cs = ConfigStore.instance()
-cs.store(
-    name="app",
-    node={
-        "defaults": [{"preset": "full"}, "_self_"],
-        "seed": 0,
-        "stages": STAGES,
-        "out_dir": "${hydra:runtime.output_dir}",
-        "steps": 4,
-        # named as conf/*.yaml name job directories: <num>_<overrides>
-        "hydra": {"sweep": {"subdir": "${hydra.job.num}_${hydra.job.override_dirname}"}},
-    },
-)
-cs.store(group="preset", name="full", node={"name": "full", "gain": 1.0})
-cs.store(group="preset", name="no_rft", node={"name": "no_rft", "gain": 0.5})
+
+
+def register() -> None:
+    """The app's configs, stored only when it runs: tests import KEYS/value from this module, and a stored
+    ``ablation`` group would shadow the real conf/ablation in every later composition of that process."""
+    cs = ConfigStore.instance()
+    cs.store(
+        name="app",
+        node={
+            "defaults": [{"ablation": "full"}, "_self_"],
+            "seed": 0,
+            "stages": STAGES,
+            "out_dir": "${hydra:runtime.output_dir}",
+            "steps": 4,
+            # named as conf/*.yaml name job directories: <num>_<overrides>
+            "hydra": {"sweep": {"subdir": "${hydra.job.num}_${hydra.job.override_dirname}"}},
+        },
+    )
+    cs.store(group="ablation", name="full", node={"name": "full", "gain": 1.0})
+    cs.store(group="ablation", name="no_rft", node={"name": "no_rft", "gain": 0.5})
 
 
 def value(gain: float, seed: int, step: int, k: int) -> float:
@@ -48,13 +53,13 @@ def main(cfg) -> None:
     for stage in cfg.stages:
         d = out / stage
         d.mkdir(parents=True, exist_ok=True)
-        if stage == "ppo" and cfg.preset.name == "no_rft" and cfg.seed == 1:
+        if stage == "ppo" and cfg.ablation.name == "no_rft" and cfg.seed == 1:
             (out / "pipeline.json").write_text(
                 json.dumps({"stages": done, "skipped": {}, "truncated": False})
             )
             raise RuntimeError("critic diverged")
         rows = [
-            {"step": s, **{k: value(cfg.preset.gain, cfg.seed, s, i) for i, k in enumerate(KEYS)}}
+            {"step": s, **{k: value(cfg.ablation.gain, cfg.seed, s, i) for i, k in enumerate(KEYS)}}
             for s in range(1, cfg.steps + 1)
         ]
         (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -67,7 +72,7 @@ def main(cfg) -> None:
             "metrics": {
                 **{k: rows[-1][k] for k in KEYS},
                 "steps_done": cfg.steps,
-                "eval": {"test": {"pass_rate": cfg.preset.gain}},
+                "eval": {"test": {"pass_rate": cfg.ablation.gain}},
             },
         }
         (d / "manifest.json").write_text(json.dumps(manifest))
@@ -76,4 +81,5 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
+    register()
     main()

@@ -1,6 +1,6 @@
-"""Aggregating a Hydra multirun directory: rows preset x seed from a real multirun of a stand-in app, a point
-that crashed and a point that never ran reported (not dropped), curves read from the metrics files; and the
-launcher configs (SLURM through submitit, basic locally) compose without a cluster."""
+"""Aggregating a Hydra multirun directory: rows ablation x seed from a real multirun of a stand-in app; a
+point that crashed and a point that never ran reported (not dropped), curves read from the metrics files;
+and the launcher configs (SLURM through submitit, basic locally) compose without a cluster."""
 
 from __future__ import annotations
 
@@ -17,20 +17,20 @@ from .conftest import ROOT
 from .multirun_app import KEYS, value
 
 
-def test_rows_are_preset_x_seed_with_the_failed_point_reported(multirun, tmp_path):
+def test_rows_are_ablation_x_seed_with_the_failed_point_reported(multirun, tmp_path):
     sweep = tmp_path / "sweep"
     shutil.copytree(multirun, sweep)
-    never = next(d for d in sweep.iterdir() if d.name.endswith("preset=full,seed=1"))
+    never = next(d for d in sweep.iterdir() if d.name.endswith("ablation=full,seed=1"))
     shutil.rmtree(never)  # a SLURM job that never started
     table = ablation_table(collect(sweep), tuple(KEYS))
-    got = {(r["preset"], r["seed"]): r["status"] for r in table["rows"]}
+    got = {(r["ablation"], r["seed"]): r["status"] for r in table["rows"]}
     assert got == {
         ("full", "0"): "ok",
         ("full", "1"): "failed",
         ("no_rft", "0"): "ok",
         ("no_rft", "1"): "failed",
     }
-    reasons = {(r["preset"], r["seed"]): r["reason"] for r in table["failed"]}
+    reasons = {(r["ablation"], r["seed"]): r["reason"] for r in table["failed"]}
     assert reasons == {
         ("full", "1"): "never ran (no job directory)",
         ("no_rft", "1"): "stage ppo did not finish",
@@ -38,10 +38,10 @@ def test_rows_are_preset_x_seed_with_the_failed_point_reported(multirun, tmp_pat
     # final metrics: the last row of each point's ppo metrics.jsonl (gain 1.0 full, 0.5 no_rft; 4 steps)
     for r in table["rows"]:
         if r["status"] == "ok":
-            gain = 1.0 if r["preset"] == "full" else 0.5
+            gain = 1.0 if r["ablation"] == "full" else 0.5
             assert [r[k] for k in KEYS] == [value(gain, int(r["seed"]), 4, i) for i in range(len(KEYS))]
-    assert table["presets"]["no_rft"]["failed"] == 1 and table["presets"]["no_rft"]["points"] == 2
-    assert table["presets"]["full"]["reward_mean"] == {"mean": value(1.0, 0, 4, 0), "std": 0.0}
+    assert table["ablations"]["no_rft"]["failed"] == 1 and table["ablations"]["no_rft"]["points"] == 2
+    assert table["ablations"]["full"]["reward_mean"] == {"mean": value(1.0, 0, 4, 0), "std": 0.0}
     text = format_ablations(table)
     assert (
         "FAILED no_rft seed 1: stage ppo did not finish" in text and "FAILED full seed 1: never ran" in text
@@ -52,13 +52,13 @@ def test_nested_eval_metrics_are_flattened(multirun):
     table = ablation_table(collect(multirun))
     assert "eval/test/pass_rate" in table["metrics"]
     ok = [r for r in table["rows"] if r["status"] == "ok"]
-    assert {r["preset"]: r["eval/test/pass_rate"] for r in ok} == {"full": 1.0, "no_rft": 0.5}
+    assert {r["ablation"]: r["eval/test/pass_rate"] for r in ok} == {"full": 1.0, "no_rft": 0.5}
 
 
 def test_a_crash_before_pipeline_json_and_a_submitit_log(multirun, tmp_path):
     sweep = tmp_path / "sweep"
     shutil.copytree(multirun, sweep)
-    job = next(d for d in sweep.iterdir() if d.name.endswith("preset=full,seed=0"))
+    job = next(d for d in sweep.iterdir() if d.name.endswith("ablation=full,seed=0"))
     (job / "pipeline.json").unlink()
     num = job.name.split("_", 1)[0]
     logs = sweep / ".submitit" / f"4242_{num}"

@@ -132,8 +132,8 @@ def test_ablation_notebook(multirun, tmp_path):
             if (job / "ppo" / "metrics.jsonl").is_file()
             else []
         )
-        direct[(ov["preset"], ov["seed"])] = rows[-1] if rows else None
-    got = {(r["preset"], r["seed"]): r for r in table["rows"]}
+        direct[(ov["ablation"], ov["seed"])] = rows[-1] if rows else None
+    got = {(r["ablation"], r["seed"]): r for r in table["rows"]}
     assert set(got) == set(direct)
     for key, last in direct.items():
         if last is None:
@@ -141,8 +141,8 @@ def test_ablation_notebook(multirun, tmp_path):
         else:
             assert got[key]["status"] == "ok" and [got[key][k] for k in KEYS] == [last[k] for k in KEYS]
     full = [direct[("full", s)]["reward_mean"] for s in ("0", "1")]
-    assert table["presets"]["full"]["reward_mean"]["mean"] == pytest.approx(statistics.fmean(full))
-    assert table["presets"]["full"]["reward_mean"]["std"] == pytest.approx(statistics.stdev(full))
+    assert table["ablations"]["full"]["reward_mean"]["mean"] == pytest.approx(statistics.fmean(full))
+    assert table["ablations"]["full"]["reward_mean"]["std"] == pytest.approx(statistics.stdev(full))
     assert "FAILED no_rft seed 1: stage ppo did not finish" in stdout
     curves = json.loads((tmp_path / "curves_ppo.json").read_text())
     assert len(curves["entropy"]) == 3 and "no_rft seed 1" not in curves["entropy"]

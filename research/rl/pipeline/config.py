@@ -7,6 +7,7 @@ trained from scratch moves at 1e-5 .. 1e-4.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from kernels_env.client import JudgeConfig, SandboxConfig
@@ -111,10 +112,23 @@ class PipelineConfig:
     value: ValueConfig = field(default_factory=ValueConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    seed: int = 0  # the run's seed: added to every seed below (model, pretraining, rollouts, learners)
     skills: bool = False  # the toy environment has no skill library (see docs/rl.md)
     time_budget_s: float | None = None  # stop cleanly (checkpoint + manifest) when it runs out
     progress: bool = True
     tensorboard: bool = True  # TensorBoard events beside metrics.jsonl (tensorboardX)
+
+    def seeded(self) -> PipelineConfig:
+        """This configuration with ``seed`` added to each seed it holds (a copy; seed 0 changes nothing), so
+        ``seed=0,1,2`` in a sweep gives independent runs of one configuration."""
+        out = copy.deepcopy(self)
+        out.model.seed += self.seed
+        out.pretrain.seed += self.seed
+        for stage in (out.warmup, out.rft, out.value, out.ppo):
+            for part in ("rollout", "learner"):
+                if hasattr(stage, part) and hasattr(getattr(stage, part), "seed"):
+                    getattr(stage, part).seed += self.seed
+        return out
 
     def __post_init__(self) -> None:
         if self.pipeline != "staged":

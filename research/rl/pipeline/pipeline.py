@@ -24,6 +24,7 @@ def _skipped(cfg: PipelineConfig, name: str) -> str | None:
 
 def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None) -> dict[str, Manifest]:
     """Run (or resume) the pipeline; returns the manifests by stage (``pretrain`` included)."""
+    cfg = cfg.seeded()
     rt = Runtime(cfg, judge=judge, eval_judge=eval_judge)
     out: dict[str, Manifest] = {}
     paths: dict[str, str] = {}
