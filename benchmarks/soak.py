@@ -41,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from kernels_env.rules.messages import Source  # noqa: E402 - after the path set-up
+
 REFERENCE = ROOT / "tests" / "redteam" / "problems" / "relu.py"
 ATTACKS = ROOT / "tests" / "redteam" / "solutions" / "attacks"
 FORGERIES = ("forge_reply_protocol_fd.py", "forge_compile_report.py", "forge_reply_stdout.py")
@@ -97,7 +99,7 @@ class ModelNew(nn.Module):
 class Category:
     name: str
     expect: str  # alternatives joined by "|": a status, or "rejected:<check>"
-    source: Callable[[int], str]
+    source: Callable[[int], str | Source]
     gpu_only: bool = False
 
 
@@ -109,15 +111,28 @@ def triton(body: str, header: str = "") -> Callable[[int], str]:
     return make
 
 
-def attack(file: str) -> Callable[[int], str]:
-    return lambda i: f"# soak candidate {i}\n" + (ATTACKS / file).read_text()
+def _header(file: str) -> dict[str, str]:
+    """The red-team header's fields (``# redteam: class=... expect=... helpers=a.py,b.py``)."""
+    header = (ATTACKS / file).read_text().splitlines()[0]
+    return dict(part.split("=", 1) for part in header.split() if "=" in part)
+
+
+def attack(file: str) -> Callable[[int], str | Source]:
+    """A red-team attack as a candidate: its source, or a workspace with its helper modules (the corpus's
+    ``helpers=``), made unique per candidate so no two share a build."""
+    text = (ATTACKS / file).read_text()
+    helpers = [h for h in _header(file).get("helpers", "").split(",") if h]
+    if not helpers:
+        return lambda i: f"# soak candidate {i}\n" + text
+    files = {h: (ATTACKS.parent / h).read_text() for h in helpers}
+    return lambda i: Source(
+        name=f"{file[:-3]}_{i}", files={"model_new.py": f"# soak candidate {i}\n" + text, **files}
+    )
 
 
 def attack_expect(file: str) -> str:
     """The red-team header's ``expect=`` (a check name, or several with ``|``) as rejections."""
-    header = (ATTACKS / file).read_text().splitlines()[0]
-    fields = dict(part.split("=", 1) for part in header.split() if "=" in part)
-    return "|".join(f"rejected:{check}" for check in fields["expect"].split("|"))
+    return "|".join(f"rejected:{check}" for check in _header(file)["expect"].split("|"))
 
 
 HOG = "hog = []\nwhile True:\n    hog.append(torch.ones(2**26))"

@@ -331,6 +331,7 @@ class WorkerPool:
         self._error: str | None = None
         self._closed = False
         self._starting: set[Worker] = set()
+        self._restarts: list[threading.Thread] = []  # close() waits for them: no worker outlives its pool
 
     def start(self) -> None:
         """Start the workers (blocking); standbys start afterwards in the background."""
@@ -354,7 +355,7 @@ class WorkerPool:
         for slot, standby in list(self._standby.items()):
             if standby is not None:
                 self._standby[slot] = None
-                threading.Thread(target=self._restart, args=(standby, True), daemon=True).start()
+                self._spawn_restart(standby, True)
 
     @contextlib.contextmanager
     def acquire(self) -> Iterator[Worker]:
@@ -390,7 +391,13 @@ class WorkerPool:
                 self._standby[slot] = None
         if ready:
             self._idle.put(standby)
-        threading.Thread(target=self._restart, args=(worker, ready), daemon=True).start()
+        self._spawn_restart(worker, ready)
+
+    def _spawn_restart(self, worker: Worker, as_standby: bool) -> None:
+        thread = threading.Thread(target=self._restart, args=(worker, as_standby), daemon=True)
+        with self._lock:
+            self._restarts = [t for t in self._restarts if t.is_alive()] + [thread]
+        thread.start()
 
     def _restart(self, worker: Worker, as_standby: bool) -> None:
         last = ""
@@ -432,3 +439,14 @@ class WorkerPool:
         deadline = time.monotonic() + 10.0
         for w in workers:
             w.close(grace_s=max(0.0, deadline - time.monotonic()))
+        # A restart may still be spawning its process (it had none to kill above): kill what it starts until
+        # it gives up, so that no worker outlives the pool (a soak run found one that did).
+        with self._lock:
+            restarts = list(self._restarts)
+        for thread in restarts:
+            while thread.is_alive() and time.monotonic() < deadline + 20.0:
+                with self._lock:
+                    starting = list(self._starting)
+                for w in starting:
+                    w.kill()
+                thread.join(timeout=0.2)
