@@ -124,6 +124,14 @@ def cache_key(reference: str, solution: str, judge: JudgeConfig, device: str) ->
     return h.hexdigest()
 
 
+def _same_ops(task: ToyTask, plan: Plan) -> None:
+    """A plan must name the task's ops (in some order, with axes): it says what it computes. Without this a
+    wrong op whose output happens to lie within the tolerance was rewarded (at CPU sizes, sigmoid in place
+    of softplus after a log_softmax: both are ~e^x for very negative x)."""
+    if sorted(plan.ops) != sorted(task.ops):
+        raise PlanError(f"the plan's ops {list(plan.ops)} are not the task's {list(task.ops)} in any order")
+
+
 class PlanJudge:
     """Judge plans for toy tasks with the real sandbox. ``client`` is started on first use; the judge
     settings and the client's device (plus GPU name) are part of every cache key."""
@@ -154,6 +162,7 @@ class PlanJudge:
         for i, (task, plan) in enumerate(items):
             try:
                 plan = plan if isinstance(plan, Plan) else parse_plan(plan)
+                _same_ops(task, plan)
                 source = render_plan(task, plan)
             except PlanError as exc:
                 out[i] = Judgement(INVALID_PLAN, self.invalid_reward, error=str(exc))

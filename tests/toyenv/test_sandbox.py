@@ -60,18 +60,22 @@ def test_missing_tail_mask_on_an_elementwise_kernel_leaves_the_tail_unwritten(ju
     assert res.status == "rejected" and "never written" in res.error and res.reward == -1.0, res
 
 
-def test_wrong_op_wrong_order_wrong_axis_are_incorrect(judge, tasks):
+def test_wrong_order_and_wrong_axis_are_incorrect_and_a_wrong_op_is_invalid(judge, tasks):
     task = _pick(tasks)
     ops = list(task.ops)
-    wrong_op = ["gelu" if ops[0] != "gelu" else "relu", *ops[1:]]
     row = next(i for i, o in enumerate(ops) if TOY_OPS[o].kind != "map")
     wrong_axis = [*ops[: row + 1], "ax0", *ops[row + 1 :]]
-    plans = {"op": "K " + " ".join(wrong_op), "axis": "K " + " ".join(wrong_axis)}
+    plans = {"axis": "K " + " ".join(wrong_axis)}
     if len(set(ops)) > 1:
         plans["order"] = "K " + " ".join(reversed(ops))
     for name, plan in plans.items():
         res = judge.judge(task, plan)
         assert res.status == "incorrect" and res.reward == -1.0, (name, plan, res)
+    before = dict(judge.stats)
+    wrong_op = ["gelu" if ops[0] != "gelu" else "relu", *ops[1:]]
+    res = judge.judge(task, "K " + " ".join(wrong_op))  # never judged: it does not say it computes the task
+    assert res.status == "invalid_plan" and res.reward == -1.0 and "not the task's" in res.error, res
+    assert judge.stats["judged"] == before["judged"]
 
 
 def test_invalid_plans_earn_the_failure_reward_without_the_sandbox(judge, tasks):
