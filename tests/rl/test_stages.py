@@ -9,10 +9,13 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
+from flax import nnx
 
 import models
 from research import rl
@@ -462,7 +465,16 @@ def test_demo_runs_the_full_pipeline_and_the_ablations_and_writes_at_most_8_file
     assert set(res["eval"]["full/ppo"]) == {"test", "heldout_category"}
     assert set(res["target"]) == {"test", "heldout_category"}
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["curves.png", "eval.png", "results.json"] and len(files) <= 8
+    assert files == ["curves.png", "eval.png", "results.json", "toy_policy.tar.gz"] and len(files) <= 8
+    assert res["exported_policy"]["stage"] == "ppo"
+    with tarfile.open(out / "toy_policy.tar.gz") as tar:
+        tar.extractall(tmp_path / "policy", filter="data")
+    exported = tmp_path / "policy" / "toy_policy"
+    assert json.loads((exported / "TRAINED_BY.json").read_text())["stage"] == "ppo"
+    final = json.loads((tmp_path / "work" / "full" / "ppo" / "manifest.json").read_text())["actor"]
+    a = nnx.to_pure_dict(nnx.state(models.restore_checkpoint(exported), nnx.Param))
+    b = nnx.to_pure_dict(nnx.state(models.restore_checkpoint(final), nnx.Param))
+    assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
     assert json.loads((out / "results.json").read_text())["runs"].keys() == res["runs"].keys()
 
 

@@ -11,7 +11,10 @@
    from the full run's pretrained model), each starting from the full run's manifests, cheapest first;
 3. ``$OUT/results.json`` (rewritten after every run, so a kill leaves what was done), ``$OUT/curves.png``
    (training reward and faster-than-eager per stage, ablations beside the full run) and ``$OUT/eval.png``
-   (held-out pass / faster-than-eager / faster-than-compile per stage). Nothing else goes to ``$OUT``.
+   (held-out pass / faster-than-eager / faster-than-compile per stage), and ``$OUT/toy_policy.tar.gz``: the
+   full run's final actor checkpoint (a ``models`` checkpoint directory, ``toy_policy/``, with
+   ``TRAINED_BY.json`` naming the command and the stage), written as soon as the full run ends.
+   Nothing else goes to ``$OUT``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import argparse
 import dataclasses
 import importlib.util
 import json
+import sys
+import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,6 +231,7 @@ def run_demo(cfg: DemoConfig, *, base: PipelineConfig | None = None, judge=None)
     reserve = cfg.min_ablation_s * len(cfg.ablations)
     full = dataclasses.replace(base, time_budget_s=max(left() - reserve, left() * 0.6))
     _run(full, "full", results, work, out, judge)
+    _export_policy(results, Path(full.out_dir), out)
     for name in cfg.ablations:
         if left() < cfg.min_ablation_s:
             results["runs"][name] = {"skipped": f"time budget: {left():.0f} s left"}
@@ -236,6 +242,22 @@ def run_demo(cfg: DemoConfig, *, base: PipelineConfig | None = None, judge=None)
     results["elapsed_s"] = time.monotonic() - t0
     _collect(results, work, out)
     return results
+
+
+def _export_policy(results: dict, run_dir: Path, out: Path) -> None:
+    """The full run's last actor as one archive (the transport returns files, not checkpoint trees)."""
+    try:
+        info = json.loads((run_dir / "pipeline.json").read_text())
+        stage = list(info["stages"])[-1]
+        actor = Path(json.loads(Path(info["stages"][stage]).read_text())["actor"])
+        trained_by = {"command": " ".join(["python -m research.rl.pipeline.demo", *sys.argv[1:]]),
+                      "stage": stage, "manifest": info["stages"][stage]}
+        (actor / "TRAINED_BY.json").write_text(json.dumps(trained_by, indent=2))
+        with tarfile.open(out / "toy_policy.tar.gz", "w:gz") as tar:
+            tar.add(actor, arcname="toy_policy")
+        results["exported_policy"] = {"stage": stage, "bytes": (out / "toy_policy.tar.gz").stat().st_size}
+    except Exception as exc:  # the export must never cost the results
+        results["exported_policy"] = {"error": repr(exc)}
 
 
 def _run(cfg: PipelineConfig, name: str, results: dict, work: Path, out: Path, judge=None) -> None:
