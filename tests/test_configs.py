@@ -107,3 +107,11 @@ def test_wrong_config_gets_a_clear_error():
         to_dataclass(BatchConfig, {"no_such_key": 1})
     with pytest.raises(ConfigError, match="resume"):
         to_dataclass(BatchConfig, {"resume": "not-a-bool"})
+
+
+def test_the_toy_model_config_is_the_demos():
+    """conf/model/toy.yaml (Hydra runs) and research.rl.pipeline.toy_model() (the GPU demo) are one model."""
+    from research.rl.pipeline.config import toy_model
+
+    cfg = _fill(_entry("train"), _compose("train", ["model=toy"]))
+    assert cfg.model == toy_model()

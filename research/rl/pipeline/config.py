@@ -11,7 +11,7 @@ import copy
 from dataclasses import dataclass, field
 
 from kernels_env.client import JudgeConfig, SandboxConfig
-from models import ModelSpec
+from models import ModelConfig, ModelSpec
 from research.toyenv import CorpusConfig, ToyTaskConfig
 
 from .._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
@@ -21,6 +21,19 @@ from .pretrain import PretrainConfig
 from .toy_rollout import RolloutConfig
 
 STAGES = ("warmup", "rft", "value", "ppo")
+
+
+def toy_model() -> ModelSpec:
+    """The toy policy of the GPU demonstration (``conf/model/toy.yaml`` for Hydra runs; a test keeps the two
+    equal): the toy tokenizer's 91 tokens, 4 Qwen3 layers of width 256 (3.2M parameters), fp32 throughout
+    (a 3M model gains nothing from bf16 and its RL updates are small)."""
+    arch = ModelConfig(
+        family="qwen3", vocab_size=91, hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=2,
+        head_dim=64, intermediate_size=768, tie_word_embeddings=True, qk_norm=True,
+        max_position_embeddings=256, bos_token_id=1, eos_token_ids=(2,), pad_token_id=0,
+    )
+    return ModelSpec(arch=arch, param_dtype="float32", compute_dtype="float32", attention_impl="xla",
+                     remat="none")
 CRITIC_FREE = ("grpo", "rloo", "trloo")
 
 
@@ -87,6 +100,9 @@ class EvalConfig:
     splits: list[str] = field(default_factory=lambda: ["test", "heldout_category"])
     turns: int = 3
     fresh: bool = True
+    # With ``fresh``: evaluations before the last stage's may reuse verdicts of the same plan under the same
+    # judge settings (their own cache file, ``<judge_cache>_eval``); the last stage's is always judged fresh.
+    cache_until_final: bool = False
     max_tasks: int = 0  # 0: every task of each split
     judge: JudgeConfig | None = None  # None: the training judge's settings
 

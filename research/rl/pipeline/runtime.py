@@ -48,6 +48,7 @@ class Runtime:
         self.taskset = make_tasks(cfg.tasks)
         splits = {s: self.taskset.split(s) for s in ("train", "test", "heldout_category")}
         self.client = None
+        interim = None  # the judge of evaluations before the last stage's (see EvalConfig.cache_until_final)
         if judge is None:
             self.client = SandboxClient(cfg.sandbox)
             # Workers import torch for seconds: start them while pretraining / compilation runs.
@@ -58,8 +59,12 @@ class Runtime:
             eval_cfg = cfg.eval.judge or cfg.judge
             eval_cache = cache if (not cfg.eval.fresh and eval_cfg == cfg.judge) else None
             eval_judge = PlanJudge(self.client, eval_cfg, eval_cache)
+            if cfg.eval.fresh and cfg.eval.cache_until_final and cfg.judge_cache:
+                path = self.out / cfg.judge_cache
+                interim = PlanJudge(self.client, eval_cfg, JudgeCache(path.with_name(path.stem + "_eval.jsonl")))
         self.env = ToyEnv(splits, judge, self._judge_size)
         self.eval_env = ToyEnv(splits, eval_judge or judge, self._judge_size)
+        self.interim_eval_env = ToyEnv(splits, interim, self._judge_size) if interim else self.eval_env
         self._samplers: dict[tuple, models.Sampler] = {}
         self._start_error: BaseException | None = None
 
