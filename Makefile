@@ -1,11 +1,12 @@
 # Two commands a new user needs (README): `make demo` (main job) and `make test` (test suite).
+# `make examples` judges the built-in example solutions in the sandbox.
 # Both create .venv and install the pinned requirements on first use, and again when requirements.txt changes.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-all test-gpu lint wheels clean
+.PHONY: setup demo examples test test-all test-gpu lint wheels clean
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required")'
@@ -16,7 +17,11 @@ $(STAMP): requirements.txt
 
 setup: $(STAMP)
 
+# The shipped trained toy policy through the agent loop on held-out toy tasks (sandbox=auto: CPU mode without a GPU).
 demo: setup
+	$(PY) -m experiments.agent policy=toy tasks=toy_heldout $(ARGS)
+
+examples: setup
 	$(PY) -m experiments.evaluate $(ARGS)
 
 lint: setup

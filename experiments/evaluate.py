@@ -1,4 +1,4 @@
-"""Main job: evaluate an evaluation set's solutions in the sandbox (`make demo`).
+"""Main job: evaluate an evaluation set's solutions in the sandbox (`make examples`).
 
     python -m experiments.evaluate                       # built-in examples, CPU mode without a GPU
     python -m experiments.evaluate eval=kernelbench eval.solutions_dir=runs/sols sandbox=gpu

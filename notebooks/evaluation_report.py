@@ -27,7 +27,7 @@ from kernels_env.rules.summary import fast_p_curve, summarize  # noqa: E402
 def newest_run(base: Path) -> Path:
     runs = sorted(p.parent for p in base.glob("*/*/results.jsonl"))
     if not runs:
-        raise SystemExit(f"no results.jsonl under {base}: run `make demo` first, or pass a run directory")
+        raise SystemExit(f"no results.jsonl under {base}: run `make examples` first, or pass a run directory")
     return runs[-1]
 
 

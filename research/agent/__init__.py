@@ -11,12 +11,16 @@
 - Skills (``SkillLibrary``): an optimisation guide and verified example kernels, BM25-retrieved; off by
   config (``AgentConfig.skills``).
 - Policies (``make_policy``): ``openai`` (any OpenAI-compatible endpoint), ``flax`` (our decoder,
-  token-in-token-out, batched generation, KV cache kept across turns), ``scripted``.
+  token-in-token-out, batched generation, KV cache kept across turns), ``scripted``, ``toy`` (the RL
+  pipeline's toy plan policy: plans rendered into Triton, written and benchmarked through the tools).
+- Tasks (``load_tasks``): KernelBench-format problems under a directory, or toy tasks of
+  ``research.toyenv`` written as such problems (``tasks.source=toy``).
 - ``run_agent`` runs a task set concurrently and writes results.jsonl, trajectories.jsonl (what RL
   consumes: messages, tool calls, verdict, reward, end reason, timings; prompt_ids / response_ids /
   response_mask / logprobs / turns for token policies) and summary.json (Table 1 per level); it resumes.
 
-May import: the standard library, numpy, ``models`` (the Flax policy), ``openai``, ``bm25s``, ``tqdm`` and the
+May import: the standard library, numpy, ``models`` (the Flax and toy policies), ``research.toyenv`` and
+``research.rl.pipeline.observations`` (toy tasks and the toy policy), ``openai``, ``bm25s``, ``tqdm`` and the
 sandbox only through ``kernels_env.client``, ``kernels_env.session`` and ``kernels_env.rules.messages``.
 Never imports hydra/omegaconf (the entry point is ``experiments/agent.py``).
 """
@@ -29,7 +33,7 @@ from .prompts import extract_code
 from .runner import read_jsonl, run_agent
 from .skills import Skill, SkillLibrary
 from .summary import format_table1, table1
-from .tasks import Task, find_tasks
+from .tasks import Task, find_tasks, load_tasks
 from .tools import TOOL_NAMES, TOOL_SPECS, ToolBox, ToolResult, tool_specs
 
 __all__ = [
@@ -55,6 +59,7 @@ __all__ = [
     "ToolResult",
     "extract_code",
     "find_tasks",
+    "load_tasks",
     "format_table1",
     "make_policy",
     "parse_tool_calls",

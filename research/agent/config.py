@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from kernels_env.client import JudgeConfig, SandboxConfig
 
-POLICIES = ("openai", "flax", "scripted")
+POLICIES = ("openai", "flax", "scripted", "toy")
+TASK_SOURCES = ("dir", "toy")
 MODES = ("agentic", "single_turn")
 
 
@@ -67,7 +68,11 @@ class PolicyConfig:
     (default: the checkpoint's, the bundled one for the random models), ``dtype``, ``batch_buckets``,
     ``max_wait_s`` (how long a batch waits for more episodes to ask), ``keep_cache`` (multi-turn KV cache).
     scripted: ``script``, a JSON file with a list of tool calls ``{"name", "arguments"}`` (or a list of
-    such lists, one per task in order)."""
+    such lists, one per task in order).
+    toy: ``model`` is a ``models`` checkpoint directory of the toy plan policy (default: the shipped one,
+    ``research/toyenv/assets/toy_policy``); ``turns`` plans at most per episode (the toy environment's
+    ``RolloutConfig.turns``), ``max_context`` the sampler's context bucket; temperature 0 is greedy (the RL
+    pipeline's evaluation). Plays toy tasks only (``tasks.source=toy``)."""
 
     name: str = "scripted"
     model: str = ""
@@ -85,12 +90,16 @@ class PolicyConfig:
     max_wait_s: float = 0.05
     keep_cache: bool = True
     script: str = ""
+    turns: int = 2
+    max_context: int = 128
 
     def __post_init__(self):
         if self.name not in POLICIES:
             raise AgentConfigError(f"policy must be one of {POLICIES}, got {self.name!r}")
         if self.max_tokens < 1 or self.temperature < 0 or self.max_retries < 0:
             raise AgentConfigError("policy.max_tokens must be >= 1, temperature and max_retries >= 0")
+        if self.turns < 1 or self.max_context < 8:
+            raise AgentConfigError("policy.turns must be >= 1 and policy.max_context >= 8")
 
     def check(self) -> None:
         """The settings the chosen policy needs (checked when the policy is built)."""
@@ -102,12 +111,28 @@ class PolicyConfig:
 
 @dataclass
 class TasksConfig:
-    """KernelBench-format problems under ``problems_dir`` (recursive; ``level1/``-style folders or
-    ``level_1`` in a path give the level). ``limit`` 0: all."""
+    """``source=dir``: KernelBench-format problems under ``problems_dir`` (recursive; ``level1/``-style
+    folders or ``level_1`` in a path give the level). ``limit`` 0: all.
 
+    ``source=toy``: the first ``limit`` tasks of split ``toy_split`` of ``research.toyenv.make_tasks`` (task
+    seed ``toy_seed``, held-out category ``toy_heldout_category``), each reference written as a
+    KernelBench-format problem under ``<out_dir>/problems/`` (in CPU mode at ``cpu_size(task, cpu_rows)``,
+    the size the RL pipeline judges there). ``limit`` must be > 0."""
+
+    source: str = "dir"
     problems_dir: str = "examples/problems"
     pattern: str = "*.py"
     limit: int = 0
+    toy_split: str = "heldout_category"
+    toy_seed: int = 0
+    toy_heldout_category: str = "normalization"
+    cpu_rows: int = 6
+
+    def __post_init__(self):
+        if self.source not in TASK_SOURCES:
+            raise AgentConfigError(f"tasks.source must be one of {TASK_SOURCES}, got {self.source!r}")
+        if self.source == "toy" and self.limit < 1:
+            raise AgentConfigError("tasks.source=toy needs tasks.limit >= 1 (how many toy tasks)")
 
 
 @dataclass

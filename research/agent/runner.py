@@ -18,7 +18,7 @@ from .config import RunConfig
 from .episode import EpisodeResult, run_episode
 from .policies import Policy, make_policy
 from .summary import format_table1, table1
-from .tasks import Task, find_tasks
+from .tasks import Task, load_tasks
 
 log = logging.getLogger(__name__)
 RESULTS, TRAJECTORIES, SUMMARY = "results.jsonl", "trajectories.jsonl", "summary.json"
@@ -41,7 +41,25 @@ def run_agent(cfg: RunConfig, *, policy: Policy | None = None, client: SandboxCl
     """Run every task not yet in ``out_dir/results.jsonl``; returns the summary (also written)."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = find_tasks(cfg.tasks)
+    own_policy, own_client = policy is None, client is None
+    client = client or SandboxClient(cfg.sandbox, cfg.judge)
+    try:
+        tasks = load_tasks(cfg.tasks, out, lambda: _device(client))
+        policy = policy or make_policy(cfg.policy)
+        return _run(cfg, out, tasks, policy, client)
+    finally:
+        if own_policy and policy is not None:
+            policy.close()
+        if own_client:
+            client.close()
+
+
+def _device(client: SandboxClient) -> str | None:
+    client.start()
+    return client.device
+
+
+def _run(cfg: RunConfig, out: Path, tasks: list[Task], policy: Policy, client: SandboxClient) -> dict:
     for name in (RESULTS, TRAJECTORIES):
         _drop_torn_line(out / name)
     done = {r["task"] for r in read_jsonl(out / RESULTS)} if cfg.resume else set()
@@ -49,9 +67,7 @@ def run_agent(cfg: RunConfig, *, policy: Policy | None = None, client: SandboxCl
         for name in (RESULTS, TRAJECTORIES):
             (out / name).unlink(missing_ok=True)
     todo = [t for t in tasks if t.id not in done]
-    own_policy, own_client = policy is None, client is None
-    policy = policy or make_policy(cfg.policy)
-    client = client or SandboxClient(cfg.sandbox, cfg.judge)
+    policy.prepare(tasks)
     skills = None
     if cfg.agent.skills and cfg.agent.mode == "agentic":
         from .skills import SkillLibrary
@@ -76,22 +92,15 @@ def run_agent(cfg: RunConfig, *, policy: Policy | None = None, client: SandboxCl
         _append(out, res, lock)
         return res.result_record()
 
-    try:
-        with _progress(cfg.progress, len(todo)) as bar, ThreadPoolExecutor(cfg.agent.concurrency) as pool:
-            futures = {pool.submit(one, t): t for t in todo}
-            for fut in as_completed(futures):
-                task = futures[fut]
-                try:
-                    rec = fut.result()
-                    bar(f"{task.id}: {rec['status']} ({rec['end_reason']}, {rec['turns']} turns)")
-                except Exception as exc:  # one broken task never stops the others
-                    log.exception("task %s failed", task.id)
-                    bar(f"{task.id}: error {type(exc).__name__}: {exc}")
-    finally:
-        if own_policy:
-            policy.close()
-        if own_client:
-            client.close()
+    with _progress(cfg.progress, len(todo)) as bar, ThreadPoolExecutor(cfg.agent.concurrency) as pool:
+        futures = {pool.submit(one, t): t for t in todo}
+        for fut in as_completed(futures):
+            task = futures[fut]
+            try:
+                bar(_line(task.id, fut.result()))
+            except Exception as exc:  # one broken task never stops the others
+                log.exception("task %s failed", task.id)
+                bar(f"{task.id}: error {type(exc).__name__}: {exc}")
     results = read_jsonl(out / RESULTS)
     summary = {
         "policy": policy.describe(),
@@ -105,6 +114,12 @@ def run_agent(cfg: RunConfig, *, policy: Policy | None = None, client: SandboxCl
     print(format_table1(summary))
     print(f"wrote {out / RESULTS}, {out / TRAJECTORIES} and {out / SUMMARY}")
     return summary
+
+
+def _line(task_id: str, rec: dict[str, Any]) -> str:
+    """One task's verdict on the terminal: status, reward, why and after how many turns it ended."""
+    reward = "n/a" if rec["reward"] is None else f"{rec['reward']:g}"
+    return f"{task_id}: {rec['status']}, reward {reward} ({rec['end_reason']}, {rec['turns']} turns)"
 
 
 def _drop_torn_line(path: Path) -> None:
@@ -140,6 +155,8 @@ class _progress:
         if self.bar is not None:
             self.bar.write(line)
             self.bar.update(1)
+        else:
+            print(line, flush=True)
 
     def __exit__(self, *exc):
         if self.bar is not None:

@@ -58,7 +58,7 @@ def format_table1(summary: dict[str, Any]) -> str:
     lines = [head]
     for name, row in [("overall", summary["overall"]), *summary["levels"].items()]:
         lines.append(
-            f"{('L' + name) if name not in ('overall', 'all') else name:<10}{row['tasks']:>6}"
+            f"{('L' + name) if name.isdigit() else name:<10}{row['tasks']:>6}"
             f"{fmt(row['pass_rate']):>8}{fmt(row['faster_than_eager']):>8}{fmt(row['faster_than_compile']):>9}"
             f"{gm(row['geomean_vs_eager']):>9}{gm(row['geomean_vs_compile']):>9}"
         )

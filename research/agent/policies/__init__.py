@@ -1,6 +1,7 @@
 """Policies behind one interface (``Policy.start -> PolicyEpisode.act/observe``): ``openai`` (any
 OpenAI-compatible endpoint), ``flax`` (our decoder, token-in-token-out, batched, KV cache kept across
-turns) and ``scripted`` (replays tool calls). ``make_policy(PolicyConfig)`` builds one by name."""
+turns), ``scripted`` (replays tool calls) and ``toy`` (the RL pipeline's toy plan policy on toy tasks).
+``make_policy(PolicyConfig)`` builds one by name."""
 
 from __future__ import annotations
 
@@ -26,6 +27,17 @@ def make_policy(cfg: PolicyConfig) -> Policy:
             timeout_s=cfg.timeout_s,
             max_retries=cfg.max_retries,
             backoff_s=cfg.backoff_s,
+            seed=cfg.seed,
+        )
+    if cfg.name == "toy":
+        from .toy_policy import ToyPolicy
+
+        return ToyPolicy.from_checkpoint(
+            cfg.model,
+            turns=cfg.turns,
+            temperature=cfg.temperature,
+            max_plan_tokens=cfg.max_tokens,
+            max_context=cfg.max_context,
             seed=cfg.seed,
         )
     from .flax_policy import FlaxPolicy, load_policy_model

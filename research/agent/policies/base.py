@@ -40,6 +40,10 @@ class Policy:
     ) -> PolicyEpisode:
         raise NotImplementedError
 
+    def prepare(self, tasks) -> None:
+        """The run's tasks (``research.agent.Task``) before any episode starts: a policy that needs more
+        than the prompt (the toy policy: its toy task) reads it from ``Task.meta``."""
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
 

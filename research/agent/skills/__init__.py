@@ -6,6 +6,7 @@ correct, checked by tests/agent/test_skills.py). ``SkillLibrary.search`` ranks t
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,8 @@ class SkillLibrary:
     def __init__(self, skills: list[Skill] | None = None):
         import bm25s
 
+        # bm25s sets its logger to DEBUG on import (an index build logs a line): inherit the app's level.
+        logging.getLogger("bm25s").setLevel(logging.NOTSET)
         self.skills = skills if skills is not None else load_guide() + load_examples()
         if not self.skills:
             raise ValueError("a skill library needs at least one skill")

@@ -1,0 +1,122 @@
+"""The shipped toy plan policy (``policy=toy``) on toy tasks (``tasks.source=toy``) through the real agent
+loop and the CPU-mode sandbox, and ``make demo``'s command end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from research.agent import PolicyConfig, RunConfig, TasksConfig, make_policy, read_jsonl, run_agent
+from research.agent.config import AgentConfig, AgentConfigError
+from research.agent.policies.toy_policy import DEFAULT_CHECKPOINT, TRAINED_BY, read_verdict
+from research.agent.tasks import Task
+from research.rl.pipeline.observations import observation_tokens, toy_tokenizer
+
+from .conftest import FAST
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_BYTES = 20 * 2**20
+STATUSES = {"correct", "incorrect", "rejected", "compile_error", "runtime_error", "no_solution"}
+
+
+def test_shipped_checkpoint_restores_is_small_and_tracked():
+    import models
+
+    files = [p for p in DEFAULT_CHECKPOINT.rglob("*") if p.is_file()]
+    assert files and sum(p.stat().st_size for p in files) <= MAX_BYTES
+    model = models.restore_checkpoint(DEFAULT_CHECKPOINT)
+    assert model.config.vocab_size == len(toy_tokenizer()) == 91
+    trained = json.loads((DEFAULT_CHECKPOINT / TRAINED_BY).read_text())
+    assert trained["command"].startswith("python -m ")
+    ignored = subprocess.run(
+        ["git", "check-ignore", *map(str, files)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert ignored.returncode == 1 and not ignored.stdout, f"git ignores {ignored.stdout}"
+
+
+def test_read_verdict_of_tool_observations():
+    assert read_verdict("status: correct (reward 1)\nspeedups: eager 1.250x, compile 0.900x") == (
+        "correct",
+        {"eager": 1.25, "compile": 0.9},
+    )
+    assert read_verdict("status: correct (reward 1)\nspeedups: n/a (timings not comparable)") == (
+        "correct",
+        {},
+    )
+    assert read_verdict("status: incorrect (reward -1)\nerror: trial 1/5: ...")[0] == "incorrect"
+    assert read_verdict("error: benchmark failed: SandboxError: down") == ("other", {})
+
+
+def test_toy_policy_plays_toy_tasks_only(tmp_path):
+    policy = make_policy(PolicyConfig(name="toy", turns=2, max_tokens=32))
+    with pytest.raises(ValueError, match="toy tasks only"):
+        policy.prepare([Task("level1/1_relu", tmp_path / "1_relu.py", "1")])
+    with pytest.raises(AgentConfigError, match="tasks.limit"):
+        TasksConfig(source="toy")
+
+
+def test_toy_policy_episodes_through_the_agent_loop(tmp_path, sandbox):
+    cfg = RunConfig(
+        policy=PolicyConfig(name="toy", turns=2, temperature=0.0, max_tokens=32),
+        agent=AgentConfig(skills=False, concurrency=2, max_turns=10),
+        tasks=TasksConfig(source="toy", limit=2),
+        judge=FAST,
+        out_dir=str(tmp_path / "run"),
+        progress=False,
+    )
+    summary = run_agent(cfg, client=sandbox)
+    results = read_jsonl(tmp_path / "run" / "results.jsonl")
+    trajectories = {t["task"]: t for t in read_jsonl(tmp_path / "run" / "trajectories.jsonl")}
+    assert len(results) == 2 and summary["num_results"] == 2 and summary["policy"]["name"] == "toy"
+    assert set(summary["levels"]) == {"heldout"} and summary["policy"]["trained_by"]["command"]
+    tok, observed = toy_tokenizer(), 0
+    for rec in results:
+        # every episode ends in the fresh full evaluation's verdict (a reward for every policy-made status)
+        assert rec["status"] in STATUSES and rec["reward"] in (-1.0, 1.0), rec
+        assert rec["end_reason"] == "submitted" and 1 <= rec["turns"] <= 2
+        problem = tmp_path / "run" / "problems" / "heldout" / f"{rec['task']}.py"
+        assert "batch_size = 6" in problem.read_text()  # CPU mode: the task at cpu_size
+        traj = trajectories[rec["task"]]
+        calls = [c["function"]["name"] for m in traj["messages"] for c in m.get("tool_calls") or []]
+        assert calls[-1] == "submit" and "write_file" in calls
+        n = len(traj["response_ids"])
+        assert len(traj["response_mask"]) == len(traj["logprobs"]) == n and traj["response_mask"][-1] == 1
+        assert traj["prompt_ids"][0] == tok.bos_id and traj["prompt_ids"][-1] == tok.sep_id
+        first = traj["turns"][0]
+        if len(traj["turns"]) == 2 and "plan" in first:  # the first plan was benchmarked and observed
+            bench = next(m for m in traj["messages"] if m.get("name") == "benchmark")
+            status, speedups = read_verdict(bench["content"])
+            obs = tok.encode(observation_tokens(status, speedups))
+            end = first["end"]
+            assert traj["response_ids"][end : end + len(obs)] == obs
+            assert traj["response_mask"][end : end + len(obs)] == [0] * len(obs)
+            observed += 1
+    assert observed, "no episode's first plan was benchmarked and observed"
+
+
+def test_make_demo_command_on_two_tasks(tmp_path):
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "experiments.agent",
+        "policy=toy",
+        "tasks=toy_heldout",
+        "tasks.limit=2",
+        "sandbox=cpu",
+        f"out_dir={out}",
+        f"sandbox.cache_dir={tmp_path / 'cache'}",
+        "sandbox.num_compile_workers=1",
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = read_jsonl(out / "results.jsonl")
+    assert len(results) == 2
+    text = proc.stdout + proc.stderr  # per-task lines go through tqdm (stderr), the table to stdout
+    for rec in results:
+        assert f"{rec['task']}: {rec['status']}, reward " in text
+    assert "heldout" in proc.stdout and "pass" in proc.stdout and "wrote" in proc.stdout
