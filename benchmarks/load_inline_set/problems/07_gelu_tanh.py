@@ -9,7 +9,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return torch.nn.functional.gelu(x, approximate="tanh")
+        return torch.nn.functional.gelu(x, approximate='tanh')
 
 
 batch_size = 4096
