@@ -28,6 +28,9 @@ PACKAGES = (
 )
 
 
+PEAK_BF16 = 989e12  # the H200's dense bf16 peak (FLOP/s): MFU is reported against it and the measured matmul
+
+
 def env_info() -> dict:
     """GPU name, driver, CUDA, package versions and date (never raises)."""
     info: dict = {

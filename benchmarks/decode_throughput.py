@@ -18,13 +18,15 @@ order:
          time vs the weight-streaming floor = bytes of weights / copy bandwidth measured in this phase;
          kernels per decode step from the optimised program; with --sweep also a kernel-time profile of
          the default configuration at the largest batch.
-Tokens/s = batch * N / wall time of one generate call (prefill included, both sides), best of the timed runs.
+Tokens/s = batch * N / wall time of one generate call (prefill included, both sides), best of the timed runs;
+``*_median`` the same from the median run (the table shows both). The peer gets at least 3 warm-up calls.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,6 +91,10 @@ def _prompts(batch: int, length: int, vocab: int):
     return np.random.RandomState(batch).randint(0, vocab, (batch, length))
 
 
+# transformers' compiled generate settles (CUDA graph capture, recompiles) over its first calls
+PEER_MIN_WARMUP = 3
+
+
 # --- phases (run in subprocesses) -----------------------------------------------------------------------
 
 
@@ -123,7 +129,9 @@ def _measure(sampler, prompts, sc, args) -> dict:
         prefills.append(out.stats["prefill_s"])
     return {
         "tokens_per_s": len(prompts) * args.new_tokens / min(walls),
+        "tokens_per_s_median": len(prompts) * args.new_tokens / statistics.median(walls),
         "wall_s": min(walls),
+        "wall_median_s": statistics.median(walls),
         "wall_all_s": walls,
         "first_call_s_incl_compile": compile_s,
         "prefill_s": min(prefills),
@@ -339,7 +347,9 @@ def phase_torch(args) -> dict:
                     raise RuntimeError(
                         f"generated {out.shape[1] - args.prompt_len} tokens, not {args.new_tokens}"
                     )
-                for _ in range(args.warmup):  # reduce-overhead records CUDA graphs over the first calls
+                # reduce-overhead records CUDA graphs over the first calls: at least 3 warm-ups for the peer
+                entry["warmup_calls"] = max(PEER_MIN_WARMUP, args.warmup)
+                for _ in range(entry["warmup_calls"]):
                     model.generate(ids, **kw)
                 sync()
                 walls = []
@@ -350,7 +360,9 @@ def phase_torch(args) -> dict:
                     walls.append(time.perf_counter() - t)
             entry.update(
                 tokens_per_s=b * args.new_tokens / min(walls),
+                tokens_per_s_median=b * args.new_tokens / statistics.median(walls),
                 wall_s=min(walls),
+                wall_median_s=statistics.median(walls),
                 wall_all_s=walls,
                 compiled=hasattr(model, "_compiled_call"),
                 first_tokens_row0=out[0, args.prompt_len : args.prompt_len + 8].tolist(),
@@ -545,6 +557,8 @@ def summarize(results: dict, args) -> dict:
             entry = {
                 "ours_tokens_per_s": j.get("tokens_per_s"),
                 "hf_tokens_per_s": t.get("tokens_per_s"),
+                "ours_tokens_per_s_median": j.get("tokens_per_s_median"),
+                "hf_tokens_per_s_median": t.get("tokens_per_s_median"),
                 "hf_mode": mode,
                 "ratio": ratio,
                 "decode_step_ms": j.get("decode_step_ms"),
@@ -565,6 +579,8 @@ def summarize(results: dict, args) -> dict:
                     b,
                     entry["ours_tokens_per_s"],
                     entry["hf_tokens_per_s"],
+                    entry["ours_tokens_per_s_median"],
+                    entry["hf_tokens_per_s_median"],
                     ratio,
                     entry["decode_step_ms"],
                     entry["prefill_ms"],
@@ -593,6 +609,8 @@ def summarize(results: dict, args) -> dict:
         "batch",
         "ours tok/s",
         "HF tok/s",
+        "ours med",
+        "HF med",
         "ratio",
         "step ms",
         "prefill ms",

@@ -212,6 +212,26 @@ def step_compile(args) -> dict:
                 out["load_inline_concurrent"],
                 checkpoint,
             )
+            # The peer in load_inline's fastest documented form (use_pch=True, wrappers in cpp_sources, no
+            # torch headers for nvcc): alone, then at the sandbox's concurrency. torch keeps its PCH in its
+            # install directory, so the first build of the solo run also precompiles torch/extension.h.
+            for key, conc in (
+                ("load_inline_fast_solo", 1),
+                ("load_inline_fast_concurrent", args.concurrency),
+            ):
+                log(f"load_inline fastest form, {conc} at once: {len(li_tasks)} tasks")
+                out[key] = []
+                run_pool(
+                    "load_inline_fast",
+                    li_tasks,
+                    conc,
+                    True,
+                    scratch,
+                    deadline,
+                    args.build_timeout_s,
+                    out[key],
+                    checkpoint,
+                )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return summarize_compile(out)
@@ -221,10 +241,14 @@ def summarize_compile(out: dict) -> dict:
     fp_solo = {r["task"]: r for r in out.get("fastpath_solo", [])}
     fp_conc = {r["task"]: r for r in out.get("fastpath_concurrent", [])}
     li = {r["task"]: r for r in out.get("load_inline_concurrent", [])}
+    fast_solo = {r["task"]: r for r in out.get("load_inline_fast_solo", [])}
+    fast_conc = {r["task"]: r for r in out.get("load_inline_fast_concurrent", [])}
     summary = {
         "fastpath_solo": _compile_summary(list(fp_solo.values())),
         "fastpath_concurrent": _compile_summary(list(fp_conc.values())),
         "load_inline_concurrent": _compile_summary(list(li.values())),
+        "load_inline_fast_solo": _compile_summary(list(fast_solo.values())),
+        "load_inline_fast_concurrent": _compile_summary(list(fast_conc.values())),
     }
     measured = [t for t in li if li[t].get("compile_s") and not li[t].get("error")]
 
@@ -238,10 +262,20 @@ def summarize_compile(out: dict) -> dict:
     summary["paired_tasks"] = measured
     summary["speedup_same_concurrency"] = li_med / fp_conc_med if li_med and fp_conc_med else None
     summary["speedup_vs_solo_fastpath"] = li_med / fp_solo_med if li_med and fp_solo_med else None
+    fast_med = med(fast_conc, [t for t in measured if t in fast_conc])
+    fast_fp = med(fp_conc, [t for t in measured if t in fast_conc])
+    summary["speedup_vs_fastest_load_inline"] = fast_med / fast_fp if fast_med and fast_fp else None
     per_task = []
     for t in out.get("tasks", []):
         row = {"task": t}
-        for key, recs in (("fastpath_solo", fp_solo), ("fastpath_concurrent", fp_conc), ("load_inline", li)):
+        modes = (
+            ("fastpath_solo", fp_solo),
+            ("fastpath_concurrent", fp_conc),
+            ("load_inline", li),
+            ("load_inline_fast_solo", fast_solo),
+            ("load_inline_fast_concurrent", fast_conc),
+        )
+        for key, recs in modes:
             r = recs.get(t, {})
             row[f"{key}_s"] = r.get("compile_s")
             if "correct" in r:

@@ -33,6 +33,7 @@ def time_callable(fn: Callable, input_sets: list, iters: int, warmup: int) -> di
         "max": t["max_ms"],
         "mean": t["mean_ms"],
         "clock": t["clock"],
+        "stabilize_iters": t.get("stabilize_iters"),  # extra samples taken while IQR/median was too wide
     }
 
 
@@ -81,6 +82,8 @@ def step_spread(args) -> dict:
         r["candidate_ms"] for r in out["tasks"].values() if r.get("candidate_ms", {}).get("median", 0) > 0.1
     ]
     out["summary"] = {
+        # distinct candidate kernels behind the spread figure (one per task), and how many pass 100 us
+        "distinct_kernels": sum(1 for r in out["tasks"].values() if "candidate_ms" in r),
         "kernels_over_100us": len(big),
         "max_spread": max((s["spread"] for s in big), default=None),
         "median_spread": statistics.median([s["spread"] for s in big]) if big else None,

@@ -8,6 +8,7 @@ with ``.diagnostics`` and ``.log``, so this module does not import it), ``torch.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -161,7 +162,8 @@ def install_build_hooks(build_only: bool, cache_dir: str) -> None:
     @functools.wraps(orig_inline)
     def load_inline(name, cpp_sources, cuda_sources=None, *args, **kwargs):
         cuda = bool(cuda_sources)
-        BUILDS.append({"builder": "load_inline", "name": name, "cuda": cuda})
+        use_pch = bool(kwargs.get("use_pch"))
+        BUILDS.append({"builder": "load_inline", "name": name, "cuda": cuda, "use_pch": use_pch})
         _prepare(kwargs, cuda)
         return orig_inline(name, cpp_sources, cuda_sources, *args, **kwargs)
 
@@ -192,7 +194,8 @@ def content_keyed_extensions() -> None:
     and whatever file it lives in: a second candidate with an identical extension loads the built .so. The
     module name enters the key only when the source spells it out in ``PYBIND11_MODULE`` (renaming would
     break its init symbol). A ``build_directory`` the candidate chose is left alone. What the code computes
-    is unchanged: only the name of the .so and where it is built differ.
+    is unchanged: only the name of the .so and where it is built differ. Builds use the sandbox's shared
+    precompiled torch/extension.h (``pch.py``) where torch supports ``use_pch`` and the candidate allows it.
     """
     import torch.utils.cpp_extension as ce
 
@@ -201,6 +204,11 @@ def content_keyed_extensions() -> None:
         return
 
     signature = inspect.signature(current)  # follows functools.wraps to torch's own
+    from . import pch
+
+    use_pch = pch.supported(current)
+    if use_pch:  # torch would build its own PCH inside its install directory; the shared one serves instead
+        ce._check_and_build_extension_h_precompiler_headers = pch.torch_pch_hook
 
     @functools.wraps(current)
     def load_inline(*args, **kwargs):
@@ -212,7 +220,9 @@ def content_keyed_extensions() -> None:
         name, cpp_sources = kwargs.pop("name"), kwargs.pop("cpp_sources")
         cuda_sources = kwargs.pop("cuda_sources", None)
         if kwargs.get("build_directory"):
+            _shared_pch(kwargs, Path(kwargs["build_directory"]), use_pch)
             return current(name, cpp_sources, cuda_sources, **kwargs)
+        # Keyed on the candidate's own arguments: the PCH changes how fast the .so is built, not what it is.
         key, keep_name = extension_key(name, cpp_sources, cuda_sources, kwargs)
         directory = Path(os.environ[SANDBOX_CACHE_ENV]) / "torch_extensions" / "content" / key
         directory.mkdir(parents=True, exist_ok=True)
@@ -220,10 +230,23 @@ def content_keyed_extensions() -> None:
 
         module = name if keep_name else f"kx_{key}"
         with build_lock(directory):
+            _shared_pch(kwargs, directory, use_pch)
             return current(module, cpp_sources, cuda_sources, build_directory=str(directory), **kwargs)
 
     setattr(load_inline, KEYED_MARK, True)
     ce.load_inline = load_inline
+
+
+def _shared_pch(kwargs: dict[str, Any], build_directory: Path, supported: bool) -> None:
+    """``use_pch=True`` with the sandbox's shared PCH (``pch.py``), when torch supports it and the candidate
+    left ``use_pch`` unset (or set it); only the compile stage builds a missing PCH."""
+    if not supported:
+        return
+    from . import pch
+
+    root = Path(os.environ[SANDBOX_CACHE_ENV]) / "torch_extensions" / "pch"
+    with contextlib.suppress(OSError):  # an unwritable cache: build as the candidate asked, without it
+        pch.apply(kwargs, build_directory, root, may_build=os.environ.get(BUILD_ONLY_ENV) == "1")
 
 
 def extension_key(name: str, cpp_sources, cuda_sources, kwargs: dict[str, Any]) -> tuple[str, bool]:
