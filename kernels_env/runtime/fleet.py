@@ -91,7 +91,8 @@ class Fleet:
     def worker_envs(self) -> tuple[dict[str, str], dict[str, str]]:
         """(run worker, compile worker) environments; a CUDA run worker gets its GPU on top of its own."""
         common = {"TRITON_CACHE_DIR": str(self.cache_dir / "triton"), **self.cache_env}
-        run = {**common, "KERNELS_ENV_BUILD_ONLY": "0"}
+        prestart = "1" if self.config.prestart_profiler else "0"
+        run = {**common, "KERNELS_ENV_BUILD_ONLY": "0", "KERNELS_ENV_PROFILE_PRESTART": prestart}
         if self.device != "cuda":
             run.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
         return run, {**common, "CUDA_VISIBLE_DEVICES": "", "KERNELS_ENV_BUILD_ONLY": "1"}
