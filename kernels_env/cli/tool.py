@@ -39,7 +39,8 @@ def run_tool(name: str, args: argparse.Namespace, tool_args: dict[str, Any]) -> 
     if args.time_limit:
         limits["time_s"] = args.time_limit
     tool_args = {k: v for k, v in tool_args.items() if v is not None}
-    config = dataclasses.replace(sandbox_config(args), standby_run_workers=False)  # one call: no standby
+    # one call: no standby, and no profiling process pre-started for a next call
+    config = dataclasses.replace(sandbox_config(args), standby_run_workers=False, prestart_profiler=False)
     with SandboxClient(config) as sb:
         resp = sb.tool(name, tool_args, limits)
     if args.json:

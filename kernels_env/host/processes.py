@@ -25,3 +25,16 @@ def kill_tree(pid: int) -> None:
             proc.kill()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+# Sessions of the sandbox's own long-lived helpers (a pre-started profiling process and what its profiler
+# started, ``kernels_env.tools._prestart``): never a candidate's leftovers. A candidate cannot join one (a
+# session is only ever created by its leader's ``setsid``), and the id of a live leader cannot be reused.
+OWN_SESSIONS: set[int] = set()
+
+
+def in_own_session(pid: int) -> bool:
+    try:
+        return os.getsid(pid) in OWN_SESSIONS
+    except (ProcessLookupError, PermissionError):
+        return False

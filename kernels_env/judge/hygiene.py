@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import torch
 
+from ..host.processes import OWN_SESSIONS, in_own_session
 from . import loader
 from .baselines import set_precision
 
@@ -76,11 +77,13 @@ def cleanup(workdir: str, device: torch.device, state: GlobalState) -> None:
 
 
 def child_processes() -> set[int]:
-    """Process ids of this worker's descendants."""
+    """Process ids of this worker's descendants, but the sandbox's own helpers (a pre-started profiling
+    process, ``host.processes.OWN_SESSIONS``): a profiler it started mid-request is not the candidate's."""
     try:
-        return {p.pid for p in psutil.Process().children(recursive=True)}
+        pids = {p.pid for p in psutil.Process().children(recursive=True)}
     except psutil.Error:
         return set()
+    return {pid for pid in pids if not in_own_session(pid)} if OWN_SESSIONS else pids
 
 
 def kill_new_children(before: set[int]) -> list[dict]:

@@ -22,6 +22,9 @@ class SandboxConfig:
     cuda_arch: str = "auto"  # auto: the GPU's compute capability (CPU mode: 9.0), else e.g. "9.0"
     max_requests_per_worker: int = 500  # recycle a run worker after this many requests (0: never)
     standby_run_workers: bool = True  # a started twin per run worker replaces it at once after a crash
+    # profile: each run worker keeps its next profiling process started, past torch's import (~3 s less per
+    # call after the first; kernels_env.tools._prestart). False: every profile starts a fresh process.
+    prestart_profiler: bool = True
     # Where the workers run: "local" (processes on this machine) or "ray" (one Ray actor per run worker and
     # per compile worker, placed by GPU/CPU resources on a Ray cluster; docs/sandbox.md, "Ray cluster").
     backend: str = "local"

@@ -96,7 +96,8 @@ class Fleet:
             # The shared precompiled header (judge/pch.py) is a detached 70 s g++ run worth its time only
             # where throughput is measured; in CPU mode (laptops, CI) it stays off unless asked for.
             common["KERNELS_ENV_PCH"] = os.environ.get("KERNELS_ENV_PCH", "off")
-        run = {**common, "KERNELS_ENV_BUILD_ONLY": "0"}
+        prestart = "1" if self.config.prestart_profiler else "0"
+        run = {**common, "KERNELS_ENV_BUILD_ONLY": "0", "KERNELS_ENV_PROFILE_PRESTART": prestart}
         if self.device != "cuda":
             run.update(CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
         return run, {**common, "CUDA_VISIBLE_DEVICES": "", "KERNELS_ENV_BUILD_ONLY": "1"}

@@ -94,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     channel = _Channel(out, messages)
     if args.role == "compile":
         return _serve_compile(channel, requests, messages)
-    return _serve_run(channel, requests, messages, args.device)
+    from ..tools._prestart import PRESTARTER
+
+    try:
+        return _serve_run(channel, requests, messages, args.device)
+    finally:  # the waiting profiling process: now, not once it finishes importing and sees its FIFO closed
+        PRESTARTER.close()
 
 
 def _serve_compile(channel: _Channel, requests: BinaryIO, messages) -> int:
