@@ -28,12 +28,26 @@ def toy_model() -> ModelSpec:
     equal): the toy tokenizer's 91 tokens, 4 Qwen3 layers of width 256 (3.2M parameters), fp32 throughout
     (a 3M model gains nothing from bf16 and its RL updates are small)."""
     arch = ModelConfig(
-        family="qwen3", vocab_size=91, hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=2,
-        head_dim=64, intermediate_size=768, tie_word_embeddings=True, qk_norm=True,
-        max_position_embeddings=256, bos_token_id=1, eos_token_ids=(2,), pad_token_id=0,
+        family="qwen3",
+        vocab_size=91,
+        hidden_size=256,
+        num_layers=4,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=64,
+        intermediate_size=768,
+        tie_word_embeddings=True,
+        qk_norm=True,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_ids=(2,),
+        pad_token_id=0,
     )
-    return ModelSpec(arch=arch, param_dtype="float32", compute_dtype="float32", attention_impl="xla",
-                     remat="none")
+    return ModelSpec(
+        arch=arch, param_dtype="float32", compute_dtype="float32", attention_impl="xla", remat="none"
+    )
+
+
 CRITIC_FREE = ("grpo", "rloo", "trloo")
 
 

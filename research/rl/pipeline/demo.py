@@ -255,8 +255,11 @@ def _export_policy(results: dict, run_dir: Path, out: Path) -> None:
         info = json.loads((run_dir / "pipeline.json").read_text())
         stage = list(info["stages"])[-1]
         actor = Path(json.loads(Path(info["stages"][stage]).read_text())["actor"])
-        trained_by = {"command": " ".join(["python -m research.rl.pipeline.demo", *sys.argv[1:]]),
-                      "stage": stage, "manifest": info["stages"][stage]}
+        trained_by = {
+            "command": " ".join(["python -m research.rl.pipeline.demo", *sys.argv[1:]]),
+            "stage": stage,
+            "manifest": info["stages"][stage],
+        }
         (actor / "TRAINED_BY.json").write_text(json.dumps(trained_by, indent=2))
         with tarfile.open(out / "toy_policy.tar.gz", "w:gz") as tar:
             tar.add(actor, arcname="toy_policy")

@@ -61,7 +61,9 @@ class Runtime:
             eval_judge = PlanJudge(self.client, eval_cfg, eval_cache)
             if cfg.eval.fresh and cfg.eval.cache_until_final and cfg.judge_cache:
                 path = self.out / cfg.judge_cache
-                interim = PlanJudge(self.client, eval_cfg, JudgeCache(path.with_name(path.stem + "_eval.jsonl")))
+                interim = PlanJudge(
+                    self.client, eval_cfg, JudgeCache(path.with_name(path.stem + "_eval.jsonl"))
+                )
         self.env = ToyEnv(splits, judge, self._judge_size)
         self.eval_env = ToyEnv(splits, eval_judge or judge, self._judge_size)
         self.interim_eval_env = ToyEnv(splits, interim, self._judge_size) if interim else self.eval_env

@@ -58,7 +58,11 @@ def _evaluate(rt: Runtime, stage: str, model, rollout) -> dict:
     sampler = rt.sampler(model, rollout)
     final = not rt.cfg.stages or stage == rt.cfg.stages[-1]
     metrics, records = evaluate_policy(
-        rt.eval_env if final else rt.interim_eval_env, sampler, eval_rollout(rollout, rt.cfg.eval), rt.cfg.eval, rt.cfg.reward
+        rt.eval_env if final else rt.interim_eval_env,
+        sampler,
+        eval_rollout(rollout, rt.cfg.eval),
+        rt.cfg.eval,
+        rt.cfg.reward,
     )
     d = _dir(rt, stage)
     d.mkdir(parents=True, exist_ok=True)
