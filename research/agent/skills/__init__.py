@@ -81,7 +81,13 @@ class SkillLibrary:
     tags, description and code identifiers)."""
 
     def __init__(self, skills: list[Skill] | None = None):
-        import bm25s
+        try:
+            import bm25s
+        except ImportError:  # seen on a CUDA image without it: say what to do, not just the module name
+            raise ImportError(
+                "the skill library needs bm25s (pip install bm25s==0.3.16, requirements.txt; on an offline GPU "
+                "image carry it with scripts/prepare_wheels.sh), or run with agent.skills=false"
+            ) from None
 
         # bm25s sets its logger to DEBUG on import (an index build logs a line): inherit the app's level.
         logging.getLogger("bm25s").setLevel(logging.NOTSET)
