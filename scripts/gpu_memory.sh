@@ -26,7 +26,7 @@ timeout 30 "$PY" -c "import sys, torch, triton; print('python', sys.version.spli
 ls "$KERNELBENCH_DIR"/level1 >/dev/null 2>&1 || echo "WARNING: no KernelBench problems under $KERNELBENCH_DIR"
 
 echo "== gpu tests: the three largest KernelBench problems judged with the memory plan"
-timeout 190 "$PY" -m pytest -q -m gpu tests/sandbox/test_gpu_memory.py -p no:cacheprovider \
+timeout 300 "$PY" -m pytest -q -s -m gpu tests/sandbox/test_gpu_memory.py -p no:cacheprovider \
   --junitxml="$WORK/junit.xml" -rA 2>&1 | grep -v "^REPORT " | tail -n 60
 tests_rc=$?
 echo "pytest exit code: $tests_rc"
@@ -37,7 +37,7 @@ mkdir -p "$WORK/problems"  # levels 1-3 only (a full KernelBench checkout also h
 for level in level1 level2 level3; do
   [ -d "$KERNELBENCH_DIR/$level" ] && ln -sfn "$(realpath "$KERNELBENCH_DIR/$level")" "$WORK/problems/$level"
 done
-timeout 280 "$PY" -m kernels_env audit --problems "$WORK/problems" --device cuda --max-input-gb 40 \
+timeout 170 "$PY" -m kernels_env audit --problems "$WORK/problems" --device cuda --max-input-gb 40 \
   --out "$WORK/audit.jsonl" > "$WORK/audit_table.txt"
 audit_rc=$?
 audit_s=$(( $(date +%s) - audit_start ))
