@@ -69,7 +69,7 @@ def _run(cfg: RunConfig, out: Path, tasks: list[Task], policy: Policy, client: S
     todo = [t for t in tasks if t.id not in done]
     policy.prepare(tasks)
     skills = None
-    if cfg.agent.skills and cfg.agent.mode == "agentic":
+    if cfg.agent.skills and cfg.agent.mode == "agentic" and policy.uses_skills:
         from .skills import SkillLibrary
 
         skills = SkillLibrary()

@@ -59,10 +59,14 @@ def test_toy_policy_plays_toy_tasks_only(tmp_path):
         TasksConfig(source="toy")
 
 
-def test_toy_policy_episodes_through_the_agent_loop(tmp_path, sandbox):
+def test_toy_policy_episodes_through_the_agent_loop(tmp_path, sandbox, monkeypatch):
+    def no_library(*args, **kwargs):
+        raise AssertionError("the toy policy never calls skill: no skill library (a GPU image lacks bm25s)")
+
+    monkeypatch.setattr("research.agent.skills.SkillLibrary.__init__", no_library)
     cfg = RunConfig(
         policy=PolicyConfig(name="toy", turns=2, temperature=0.0, max_tokens=32),
-        agent=AgentConfig(skills=False, concurrency=2, max_turns=10),
+        agent=AgentConfig(skills=True, concurrency=2, max_turns=10),
         tasks=TasksConfig(source="toy", limit=2),
         judge=FAST,
         out_dir=str(tmp_path / "run"),
@@ -120,3 +124,4 @@ def test_make_demo_command_on_two_tasks(tmp_path):
     for rec in results:
         assert f"{rec['task']}: {rec['status']}, reward " in text
     assert "heldout" in proc.stdout and "pass" in proc.stdout and "wrote" in proc.stdout
+

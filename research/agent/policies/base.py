@@ -34,6 +34,9 @@ class PolicyEpisode:
 
 class Policy:
     name = "policy"
+    # False for a policy that never calls ``skill`` (its actions are fixed): the run then builds no skill
+    # library (no BM25 index, no bm25s import).
+    uses_skills = True
 
     def start(
         self, task_id: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]

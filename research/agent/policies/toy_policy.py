@@ -60,6 +60,7 @@ class ToyPolicy(Policy):
     longer context submits)."""
 
     name = "toy"
+    uses_skills = False  # write_file / benchmark / submit only
 
     def __init__(
         self,

@@ -85,8 +85,8 @@ class SkillLibrary:
             import bm25s
         except ImportError:  # seen on a CUDA image without it: say what to do, not just the module name
             raise ImportError(
-                "the skill library needs bm25s (pip install bm25s==0.3.16, requirements.txt; on an offline GPU "
-                "image carry it with scripts/prepare_wheels.sh), or run with agent.skills=false"
+                "the skill library needs bm25s (pip install bm25s==0.3.16, requirements.txt; on an offline "
+                "GPU image carry it with scripts/prepare_wheels.sh), or run with agent.skills=false"
             ) from None
 
         # bm25s sets its logger to DEBUG on import (an index build logs a line): inherit the app's level.
