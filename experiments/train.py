@@ -4,6 +4,7 @@
     python -m experiments.train out_dir=runs/toy ablation=no_rft             # GPU sizes, one ablation
     python -m experiments.train stage=rft init=runs/toy/warmup/manifest.json out_dir=runs/toy
     python -m experiments.train model=hf model.checkpoint=/ckpt/qwen2-tiny out_dir=runs/hf
+    python -m experiments.train devices.learner_gpus=[0,1] devices.judge_gpus=[2,3] out_dir=runs/split
 
 Writes <out_dir>/<stage>/ (metrics.jsonl, TensorBoard, curves.png, checkpoints/, manifest.json) and
 <out_dir>/pipeline.json; reruns skip finished stages and resume the one in progress.
@@ -29,7 +30,17 @@ def to_config(cfg: DictConfig) -> PipelineConfig:
     node.pop("hydra", None)
     node.pop("preset", None)
     node.pop("ablation", None)
-    return to_dataclass(PipelineConfig, node, where="train/model/sandbox/judge/preset/ablation")
+    where = "train/model/sandbox/judge/preset/ablation/distributed"
+    return to_dataclass(PipelineConfig, node, where=where)
+
+
+def start_jax(config: PipelineConfig) -> None:
+    """Device selection and jax.distributed, before anything makes JAX create its backends (both are read
+    then); the judge GPUs already sit in config.sandbox (PipelineConfig copies them)."""
+    from research.rl import apply_devices, initialize_distributed
+
+    apply_devices(config.devices)
+    initialize_distributed(config.distributed)
 
 
 @hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
@@ -38,6 +49,7 @@ def main(cfg: DictConfig) -> None:
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO under Hydra
     config = to_config(cfg)
+    start_jax(config)
     manifests = run_pipeline(config)
     for name, m in manifests.items():
         summary = {k: v for k, v in m.metrics.items() if not isinstance(v, dict)}

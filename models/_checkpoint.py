@@ -37,7 +37,8 @@ def save_checkpoint(path, model) -> Path:
         ckptr.save(path / "params", _params(model), force=True)
         ckptr.wait_until_finished()
     meta = {"kind": kind, "config": dataclasses.asdict(model.config)}
-    (path / "model.json").write_text(json.dumps(meta, indent=2))
+    if jax.process_index() == 0:  # several processes: Orbax wrote every process's shards, one model.json
+        (path / "model.json").write_text(json.dumps(meta, indent=2))
     return path
 
 

@@ -11,6 +11,9 @@ class SandboxConfig:
 
     device: str = "auto"  # auto | cpu | cuda
     num_gpu_workers: int = 0  # 0: one worker per visible GPU (one in CPU mode)
+    # The GPUs run workers use, as CUDA ordinals of this process (indices into CUDA_VISIBLE_DEVICES when
+    # set); None: every visible GPU. Lets a learner keep others to itself (research DevicesConfig).
+    gpus: list[int] | None = None
     num_compile_workers: int = 2
     compile_timeout_s: float = 300.0  # the compile stage: importing the solution and every build it runs
     import_timeout_s: float = 60.0  # importing reference and solution, time in builds (nvcc, ninja) excluded

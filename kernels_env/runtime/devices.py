@@ -52,12 +52,27 @@ def _count_torch_probe() -> int:
         return 0
 
 
-def resolve(device: str) -> tuple[str, list[str]]:
+def select(visible: list[str], ordinals: list[int] | None) -> list[str]:
+    """The ids of ``visible`` at ``ordinals`` (None: all of them)."""
+    if ordinals is None:
+        return visible
+    bad = [i for i in ordinals if not 0 <= i < len(visible)]
+    if bad:
+        raise SandboxError(
+            f"sandbox.gpus {ordinals}: no GPU {bad} among the {len(visible)} visible {visible}"
+        )
+    return [visible[i] for i in ordinals]
+
+
+def resolve(device: str, gpus: list[int] | None = None) -> tuple[str, list[str]]:
+    """(cpu | cuda, the CUDA_VISIBLE_DEVICES ids of the run workers' GPUs); ``gpus`` picks some of the
+    visible ones by ordinal."""
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; use one of {DEVICES}")
     if device == "cpu":
         return "cpu", []
-    gpus = visible_gpus()
+    visible = visible_gpus()
+    gpus = select(visible, gpus) if visible else []
     if device == "cuda" and not gpus:
         raise SandboxError("device='cuda' but no CUDA GPU is visible (use device='auto' or 'cpu')")
     return ("cuda", gpus) if gpus else ("cpu", [])

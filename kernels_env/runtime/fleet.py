@@ -67,7 +67,7 @@ class Fleet:
     def _pools(self) -> tuple[WorkerPool, WorkerPool]:
         """The run and compile pools, not started yet; sets ``device``."""
         cfg = self.config
-        self.device, gpus = devices.resolve(cfg.device)
+        self.device, gpus = devices.resolve(cfg.device, cfg.gpus)
         limit = int(cfg.memory_limit_gb * 2**30)
         run_env, compile_env = self.worker_envs()
         if self.device == "cuda":

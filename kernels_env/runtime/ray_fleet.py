@@ -87,6 +87,11 @@ class RayFleet(Fleet):
 
     def _pools(self) -> tuple[RayWorkerPool, RayWorkerPool]:
         cfg = self.config
+        if cfg.gpus is not None:  # a node's GPUs are Ray's to hand out, by resources, not ours to pick
+            raise SandboxError(
+                "sandbox.gpus does not apply to backend=ray: start each Ray node with the judge GPUs only "
+                "(CUDA_VISIBLE_DEVICES=... ray start --num-gpus N) and leave sandbox.gpus null"
+            )
         ray = ray_module()
         self._owns_ray = _connect(cfg)
         gpus = int(ray.cluster_resources().get("GPU", 0))

@@ -19,6 +19,8 @@ from ._advantages import ADVANTAGES, compute_advantages, gae, grpo, masked_white
 from ._batch import PackConfig, RLBatch, pack_trajectories
 from ._checkpoint import CheckpointDir, restore_learner, save_learner
 from ._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
+from ._devices import DevicesConfig, apply_devices
+from ._distributed import DistributedConfig, initialize_distributed, is_primary, sync
 from ._learner import Learner
 from ._loop import RunConfig, train
 from ._losses import (
@@ -58,6 +60,8 @@ __all__ = [
     "POLICY_LOSSES",
     "AdvantageConfig",
     "CheckpointDir",
+    "DevicesConfig",
+    "DistributedConfig",
     "DropCounter",
     "Dropped",
     "Learner",
@@ -72,10 +76,13 @@ __all__ = [
     "SyntheticSource",
     "TrainState",
     "aggregate",
+    "apply_devices",
     "compute_advantages",
     "explained_variance",
     "gae",
     "grpo",
+    "initialize_distributed",
+    "is_primary",
     "kl_k1",
     "kl_k2",
     "kl_k3",
@@ -91,6 +98,7 @@ __all__ = [
     "returns_to_go",
     "rloo",
     "save_learner",
+    "sync",
     "synthetic_record",
     "train",
     "trloo",

@@ -23,6 +23,8 @@ from flax import nnx
 
 import models
 
+from ._distributed import is_primary, put_replicated, sync
+
 META = "learner.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
@@ -34,8 +36,13 @@ def _leaves(tree) -> dict:
 def save_learner(path, learner, *, cursor=None, extra: dict | None = None) -> Path:
     path = Path(path).absolute()
     tmp = path.with_name(path.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    # Several processes (a shared filesystem): process 0 prepares and finishes the directory, every process
+    # writes its own shards with Orbax in between (the saves are collective), barriers keep the order.
+    primary = is_primary()
+    if primary:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    sync(f"save_learner:start:{path}")
     st = learner.state
     parts = {"actor": learner.actor_def, "critic": learner.critic_def}
     for name, graphdef in parts.items():
@@ -54,10 +61,13 @@ def save_learner(path, learner, *, cursor=None, extra: dict | None = None) -> Pa
         "extra": extra or {},
         "parts": [n for n, g in parts.items() if g is not None] + (["reference"] if learner.ref_def else []),
     }
-    (tmp / META).write_text(json.dumps(meta, indent=2))
-    if path.exists():
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+    sync(f"save_learner:written:{path}")
+    if primary:
+        (tmp / META).write_text(json.dumps(meta, indent=2))
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    sync(f"save_learner:done:{path}")  # no process reads or prunes checkpoints before the rename
     return path
 
 
@@ -104,8 +114,8 @@ def restore_learner(path, learner) -> dict:
         critic=critic,
         actor_opt=opts.get("actor"),
         critic_opt=opts.get("critic"),
-        step=jax.device_put(np.int32(meta["step"]), st.step.sharding),
-        rng=jax.device_put(rng, st.rng.sharding),
+        step=put_replicated(np.int32(meta["step"]), st.step.sharding),
+        rng=put_replicated(rng, st.rng.sharding),
     )
     return meta
 
@@ -129,6 +139,6 @@ class CheckpointDir:
 
     def save(self, step: int, learner, *, cursor=None, extra=None) -> Path:
         out = save_learner(self.root / f"step_{step:08d}", learner, cursor=cursor, extra=extra)
-        for old in self.steps()[: -self.keep] if self.keep > 0 else []:
+        for old in self.steps()[: -self.keep] if self.keep > 0 and is_primary() else []:
             shutil.rmtree(self.root / f"step_{old:08d}", ignore_errors=True)
         return out

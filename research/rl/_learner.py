@@ -4,8 +4,10 @@ of one actor + critic update each), ``rft_step``, ``value_step``.
 
 Sharding: the actor and critic are placed by ``models.shard_model`` (the (data, fsdp, tensor) rules of
 ``models.DEFAULT_RULES``); optimizer moments follow their parameters (``tx.init`` under jit); batches are
-sharded over rows on (data, fsdp). Updates keep every state leaf's sharding (``out_shardings``), so a step
-never recompiles for a drifted layout. Nothing here assumes CUDA: the same code runs with XLA on CPU/TPU.
+sharded over rows on (data, fsdp). With several JAX processes (``research.rl.initialize_distributed``) the
+mesh spans every host's devices and each process passes the same global batch. Updates keep every state
+leaf's sharding (``out_shardings``), so a step never recompiles for a drifted layout. Nothing here assumes
+CUDA: the same code runs with XLA on CPU/TPU.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import models
 from . import _update
 from ._batch import RLBatch
 from ._config import LearnerConfig
+from ._distributed import put_replicated
 from ._optim import make_optimizer
 from ._update import TrainState
 
@@ -69,7 +72,7 @@ class Learner:
         if mesh is not None:  # leaves made off the mesh (step, RNG, optimizer counts): replicated on it
             rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
             on_mesh = lambda a: isinstance(a.sharding, jax.sharding.NamedSharding) and a.sharding.mesh == mesh
-            self.state = jax.tree.map(lambda a: a if on_mesh(a) else jax.device_put(a, rep), self.state)
+            self.state = jax.tree.map(lambda a: a if on_mesh(a) else put_replicated(a, rep), self.state)
         self._shardings = jax.tree.map(lambda a: a.sharding, self.state)
         self._compile()
 
@@ -121,7 +124,15 @@ class Learner:
         """Host arrays -> device arrays, rows sharded over (data, fsdp) on the learner's mesh."""
         if self.mesh is None:
             return jax.tree.map(jnp.asarray, batch)
-        return jax.tree.map(lambda x: jax.device_put(np.asarray(x), models.batch_sharding(self.mesh)), batch)
+        sharding = models.batch_sharding(self.mesh)
+        if jax.process_count() == 1:
+            return jax.tree.map(lambda x: jax.device_put(np.asarray(x), sharding), batch)
+        # Several processes: each passes the same global batch and keeps the rows of its own devices
+        # (global_shape == local shape). Rows replicated across processes (a batch shard spread over hosts)
+        # must then be equal in every process: the batch has to be a deterministic function of the step.
+        return jax.tree.map(
+            lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x), np.shape(x)), batch
+        )
 
     def prepare(self, batch: RLBatch):
         """(batch with old log-probs, values, advantages and returns, metrics) for the current weights."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ._checkpoint import CheckpointDir
+from ._distributed import is_primary, sync
 from ._metrics import MetricsWriter, plot_curves, read_metrics
 
 STEPS = {"ppo": "ppo_step", "rft": "rft_step", "value": "value_step"}
@@ -32,6 +33,14 @@ class RunConfig:
     progress: bool = True
 
 
+class _NoWriter:
+    def truncate(self, step: int) -> None: ...
+
+    def write(self, step: int, metrics: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
 # source(cursor) -> (batch, next cursor, extra metrics); cursors are JSON values (they go into learner.json).
 BatchSource = Callable[[Any], tuple[Any, Any, dict]]
 
@@ -47,11 +56,16 @@ def train(learner, source: BatchSource, cfg: RunConfig, *, cursor: Any = 0) -> l
     if latest is not None:
         meta = learner.restore(latest)
         step, cursor = int(meta["extra"]["run_step"]), meta["cursor"]
-    writer = MetricsWriter(out, tensorboard=cfg.tensorboard, purge_step=step + 1 if step else None)
+    primary = is_primary()  # several processes: every one steps and checkpoints, process 0 alone logs
+    writer = (
+        MetricsWriter(out, tensorboard=cfg.tensorboard, purge_step=step + 1 if step else None)
+        if primary
+        else _NoWriter()
+    )
     writer.truncate(step)
     run = getattr(learner, STEPS[cfg.kind])
     bar = None
-    if cfg.progress:
+    if cfg.progress and primary:
         from tqdm import tqdm
 
         bar = tqdm(total=cfg.steps, initial=step, desc=f"rl/{cfg.kind}", leave=False)
@@ -71,6 +85,7 @@ def train(learner, source: BatchSource, cfg: RunConfig, *, cursor: Any = 0) -> l
         writer.close()
         if bar is not None:
             bar.close()
-    if cfg.plot:
+    sync(f"train:{out}:done")  # the other processes read process 0's metrics file below
+    if cfg.plot and primary:
         plot_curves(out / "metrics.jsonl", out / "curves.png", title=f"rl/{cfg.kind}")
     return read_metrics(out)

@@ -15,6 +15,8 @@ from models import ModelConfig, ModelSpec
 from research.toyenv import CorpusConfig, ToyTaskConfig
 
 from .._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
+from .._devices import DevicesConfig
+from .._distributed import DistributedConfig
 from .._rewards import RewardConfig
 from .filters import RFTFilterConfig
 from .pretrain import PretrainConfig
@@ -147,6 +149,9 @@ class PipelineConfig:
     time_budget_s: float | None = None  # stop cleanly (checkpoint + manifest) when it runs out
     progress: bool = True
     tensorboard: bool = True  # TensorBoard events beside metrics.jsonl (tensorboardX)
+    # Applied by experiments/train.py before JAX starts (research.rl.apply_devices, initialize_distributed).
+    devices: DevicesConfig = field(default_factory=DevicesConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
     def seeded(self) -> PipelineConfig:
         """This configuration with ``seed`` added to each seed it holds (a copy; seed 0 changes nothing), so
@@ -175,6 +180,13 @@ class PipelineConfig:
                 "skills=true: the toy environment has no skill library (it is the chat agent's, "
                 "research.agent); the no_skills ablation is the toy pipeline's only mode"
             )
+        if self.devices.judge_gpus is not None:
+            if self.sandbox.gpus is not None and list(self.sandbox.gpus) != list(self.devices.judge_gpus):
+                raise ValueError(
+                    f"devices.judge_gpus {self.devices.judge_gpus} and sandbox.gpus {self.sandbox.gpus} "
+                    "disagree: set one of them"
+                )
+            self.sandbox.gpus = list(self.devices.judge_gpus)  # the sandbox reads its own config only
         if self.value.on not in ("all", "accepted"):
             raise ValueError(f"value.on must be all or accepted, got {self.value.on!r}")
 

@@ -24,6 +24,15 @@ def _skipped(cfg: PipelineConfig, name: str) -> str | None:
 
 def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None) -> dict[str, Manifest]:
     """Run (or resume) the pipeline; returns the manifests by stage (``pretrain`` included)."""
+    import jax
+
+    if jax.process_count() > 1:
+        # Rollouts, judging and the stages' files are per process here; only the learner (research.rl.
+        # Learner on a mesh over jax.devices(), research.rl.train) is multi-process ready (docs/rl.md).
+        raise NotImplementedError(
+            f"the staged toy pipeline runs in one JAX process, got {jax.process_count()} "
+            "(use distributed=single)"
+        )
     cfg = cfg.seeded()
     rt = Runtime(cfg, judge=judge, eval_judge=eval_judge)
     out: dict[str, Manifest] = {}

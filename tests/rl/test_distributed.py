@@ -1,0 +1,177 @@
+"""Multi-process learner and device selection (issues 14 and 16, the CPU-checkable parts).
+
+Two local processes of 4 fake CPU devices each (jax.distributed over gloo) run the PPO update of
+test_sharded.py on a (2, 2, 2) mesh over all 8 devices; it must equal the same update in one process of 8
+devices within 1e-5 (reduction order only), and the checkpoint both processes wrote must restore in either
+setting. The devices config must reach JAX before its backend exists and the sandbox through its config."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from research import rl
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def _env():
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    env = {k: v for k, v in env.items() if not k.startswith(("SLURM_", "OMPI_", "JAX_COORDINATOR"))}
+    return {**env, "PYTHONPATH": str(ROOT)}
+
+
+def _report(proc_out: str) -> dict:
+    return json.loads(proc_out.strip().splitlines()[-1])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mp")
+    script, port = str(HERE / "multiprocess_check.py"), str(_free_port())
+    workers = [
+        subprocess.Popen(
+            [sys.executable, script, "worker", str(i), port, str(out)],
+            env=_env(),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    reports = []
+    for w in workers:
+        stdout, stderr = w.communicate(timeout=600)
+        assert w.returncode == 0, stderr[-4000:]
+        reports.append(_report(stdout))
+    single = subprocess.run(
+        [sys.executable, script, "single", str(out)],
+        env=_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert single.returncode == 0, single.stderr[-4000:]
+    return reports, _report(single.stdout), np.load(out / "mp.npz"), np.load(out / "single.npz")
+
+
+def test_two_processes_span_one_mesh(runs):
+    reports, single, _, _ = runs
+    assert [(r["process"], r["processes"], r["devices"], r["local_devices"]) for r in reports] == [
+        (0, 2, 8, 4),
+        (1, 2, 8, 4),
+    ]
+    assert single["processes"] == 1 and single["devices"] == 8
+    assert {r["tokens_sharding"] for r in reports} == {"P(('data', 'fsdp'),)"}
+
+
+def test_two_process_ppo_update_equals_one_process(runs):
+    _, _, mp, one = runs
+    assert sorted(mp.files) == sorted(one.files) and any(k.startswith("metric/") for k in mp.files)
+    assert max(float(np.max(np.abs(mp[k] - one[k]))) for k in mp.files) < 1e-5  # params, moments, metrics
+
+
+def test_two_process_checkpoint_restores(runs):
+    reports, single, _, _ = runs
+    assert [r["restore_diff"] for r in reports] == [0.0, 0.0]  # bit-exact on the same 2-process mesh
+    assert [r["cursor"] for r in reports] == [{"batch": 7}] * 2
+    assert single["single_restore_diff"] < 1e-5 and single["restored_step"] == 1  # onto one device
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"mode": "on"}, "distributed.mode must be one of"),
+        (
+            {"mode": "manual", "num_processes": 2},
+            "needs distributed.coordinator_address, distributed.process_id",
+        ),
+        ({"coordinator_address": "node0"}, "host:port"),
+        ({"num_processes": 2, "process_id": 2}, r"process_id must be in \[0, 2\)"),
+    ],
+)
+def test_wrong_distributed_config_says_what(kw, match):
+    with pytest.raises(ValueError, match=match):
+        rl.DistributedConfig(**kw)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"jax_memory_fraction": 0.0}, r"in \(0, 1\]"),
+        ({"judge_gpus": [1, 1]}, "distinct"),
+        ({"learner_gpus": []}, "distinct"),
+    ],
+)
+def test_wrong_devices_config_says_what(kw, match):
+    with pytest.raises(ValueError, match=match):
+        rl.DevicesConfig(**kw)
+
+
+def test_devices_applied_before_jax_backend():
+    args = ["devices.learner_gpus=[0,1]", "devices.judge_gpus=[2,3]", "devices.jax_memory_fraction=0.6"]
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "devices_check.py"), str(ROOT / "conf"), *args],
+        env=_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r = _report(proc.stdout)
+    assert r["backends_before"] is False
+    assert r["mem_fraction"] == "0.6" and r["jax_cuda_visible_devices"] == "0,1"
+    assert r["cuda_visible_devices"] == "0,1,2,3"  # inherited by the sandbox workers: unchanged
+    assert r["sandbox_gpus"] == [2, 3] and r["devices"] >= 1
+    assert "already exist" in r["late_error"]
+
+
+def test_judge_gpus_pick_the_sandbox_workers_gpus(monkeypatch):
+    from kernels_env.runtime import devices
+    from kernels_env.runtime.supervisor import SandboxError
+
+    monkeypatch.setattr(devices, "visible_gpus", lambda: ["4", "5", "6", "7"])  # CUDA_VISIBLE_DEVICES=4,5,6,7
+    assert devices.resolve("auto") == ("cuda", ["4", "5", "6", "7"])  # default: every visible GPU
+    assert devices.resolve("cuda", [2, 3]) == ("cuda", ["6", "7"])
+    with pytest.raises(SandboxError, match="no GPU"):
+        devices.resolve("cuda", [4])
+
+
+def test_judge_gpus_and_sandbox_gpus_must_agree():
+    from kernels_env.client import SandboxConfig
+    from research.rl.pipeline.config import PipelineConfig
+
+    with pytest.raises(ValueError, match="disagree"):
+        PipelineConfig(devices=rl.DevicesConfig(judge_gpus=[1]), sandbox=SandboxConfig(gpus=[0]))
+    assert PipelineConfig().sandbox.gpus is None  # default: shared as before
+
+
+def test_auto_mode_outside_a_cluster_says_so():
+    code = "from research import rl; rl.initialize_distributed(rl.DistributedConfig(mode='auto'))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**_env(), "JAX_PLATFORMS": "cpu"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "distributed.mode=auto" in proc.stderr.strip().splitlines()[-1], proc.stderr[-2000:]
