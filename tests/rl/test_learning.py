@@ -179,9 +179,7 @@ def test_one_update_moves_log_probs_in_the_direction_of_the_advantage(name, lear
     graphdef, p0 = nnx.split(actor)
     before = [_fresh_logprobs(actor, r["prompt_ids"], r["response_ids"]) for r in records]
     learner_.ppo_step(batch)
-    after = [
-        _fresh_logprobs(learner_.actor_model(), r["prompt_ids"], r["response_ids"]) for r in records
-    ]
+    after = [_fresh_logprobs(learner_.actor_model(), r["prompt_ids"], r["response_ids"]) for r in records]
     gain = np.array([(a - b).sum() for a, b in zip(after, before)])
     pos, neg = gain[0::2], gain[1::2]
     assert np.all(pos > 0), (name, gain)
@@ -190,8 +188,11 @@ def test_one_update_moves_log_probs_in_the_direction_of_the_advantage(name, lear
 
     # The direction: d/dtheta of sum_t A_t log pi(a_t) (the on-policy PPO gradient up to its positive
     # normaliser; ratio 1, so no clipping) on full logits, against the step taken (float64 inner product).
-    delta = jax.tree.map(lambda a, b: np.asarray(a, np.float64) - np.asarray(b, np.float64),
-                         nnx.split(learner_.actor_model())[1], p0)
+    delta = jax.tree.map(
+        lambda a, b: np.asarray(a, np.float64) - np.asarray(b, np.float64),
+        nnx.split(learner_.actor_model())[1],
+        p0,
+    )
     tokens = jnp.asarray(batch.tokens)
     advj = jnp.asarray(np.where(m, adv, 0.0))
 
@@ -202,7 +203,8 @@ def test_one_update_moves_log_probs_in_the_direction_of_the_advantage(name, lear
 
     g = jax.grad(surrogate)(p0)
     inner = sum(
-        float(np.sum(np.asarray(a, np.float64) * b)) for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(delta))
+        float(np.sum(np.asarray(a, np.float64) * b))
+        for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(delta))
     )
     assert inner > 0
 
