@@ -5,6 +5,8 @@
     python -m experiments.train stage=rft init=runs/toy/warmup/manifest.json out_dir=runs/toy
     python -m experiments.train model=hf model.checkpoint=/ckpt/qwen2-tiny out_dir=runs/hf
     python -m experiments.train devices.learner_gpus=[0,1] devices.judge_gpus=[2,3] out_dir=runs/split
+    python -m experiments.train mesh=auto out_dir=runs/fsdp            # learners sharded over every GPU
+    python -m experiments.train mesh.fsdp=4 mesh.data=2 out_dir=runs/m  # an explicit (data, fsdp) mesh
 
 Writes <out_dir>/<stage>/ (metrics.jsonl, TensorBoard, curves.png, checkpoints/, manifest.json) and
 <out_dir>/pipeline.json; reruns skip finished stages and resume the one in progress.
@@ -30,7 +32,7 @@ def to_config(cfg: DictConfig) -> PipelineConfig:
     node.pop("hydra", None)
     node.pop("preset", None)
     node.pop("ablation", None)
-    where = "train/model/sandbox/judge/preset/ablation/distributed"
+    where = "train/model/sandbox/judge/preset/ablation/distributed/mesh"
     return to_dataclass(PipelineConfig, node, where=where)
 
 

@@ -35,6 +35,7 @@ from ._losses import (
     ppo_clip,
     value_loss,
 )
+from ._mesh import MeshConfig, MeshError, build_mesh
 from ._metrics import MetricsWriter, plot_curves, read_metrics
 from ._optim import learning_rate, make_optimizer
 from ._rewards import (
@@ -51,6 +52,9 @@ from ._synthetic import SyntheticSource, synthetic_record
 from ._update import TrainState, explained_variance
 
 __all__ = [
+    "MeshConfig",
+    "MeshError",
+    "build_mesh",
     "ADVANTAGES",
     "AGGREGATIONS",
     "KL_ESTIMATORS",

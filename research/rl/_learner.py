@@ -3,7 +3,7 @@ mesh and runs the jitted pure functions of _update.py: ``ppo_step`` (prepare, th
 of one actor + critic update each), ``rft_step``, ``value_step``.
 
 Sharding: the actor and critic are placed by ``models.shard_model`` (the (data, fsdp, tensor) rules of
-``models.DEFAULT_RULES``); optimizer moments follow their parameters (``tx.init`` under jit); batches are
+``models.DEFAULT_RULES``); optimizer moments follow their parameters (``_mesh.init_sharded``); batches are
 sharded over rows on (data, fsdp). With several JAX processes (``research.rl.initialize_distributed``) the
 mesh spans every host's devices and each process passes the same global batch. Updates keep every state
 leaf's sharding (``out_shardings``), so a step never recompiles for a drifted layout. Nothing here assumes
@@ -25,6 +25,7 @@ from . import _update
 from ._batch import RLBatch
 from ._config import LearnerConfig
 from ._distributed import put_replicated
+from ._mesh import init_sharded
 from ._optim import make_optimizer
 from ._update import TrainState
 
@@ -60,7 +61,10 @@ class Learner:
         self.ref_def, self.ref_params = _split(reference)
         self.actor_tx = make_optimizer(config.actor)
         self.critic_tx = make_optimizer(config.critic)
-        init = lambda tx, p: None if p is None else jax.jit(tx.init)(p)
+        if mesh is None:
+            init = lambda tx, p: None if p is None else jax.jit(tx.init)(p)
+        else:  # moments laid out like their parameters (XLA alone would replicate them)
+            init = lambda tx, p: None if p is None else init_sharded(tx, p, mesh)
         self.state = TrainState(
             actor=actor_p,
             critic=critic_p,

@@ -17,6 +17,7 @@ from research.toyenv import CorpusConfig, ToyTaskConfig
 from .._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
 from .._devices import DevicesConfig
 from .._distributed import DistributedConfig
+from .._mesh import MeshConfig
 from .._rewards import RewardConfig
 from .filters import RFTFilterConfig
 from .pretrain import PretrainConfig
@@ -152,6 +153,10 @@ class PipelineConfig:
     # Applied by experiments/train.py before JAX starts (research.rl.apply_devices, initialize_distributed).
     devices: DevicesConfig = field(default_factory=DevicesConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    # The mesh every learner of the pipeline (pretraining included) shards over (models' rules); the
+    # samplers decode from the same sharded arrays. Default: one device, as before; conf/mesh/auto.yaml:
+    # every local device on fsdp.
+    mesh: MeshConfig = field(default_factory=MeshConfig)
 
     def seeded(self) -> PipelineConfig:
         """This configuration with ``seed`` added to each seed it holds (a copy; seed 0 changes nothing), so
@@ -189,6 +194,26 @@ class PipelineConfig:
             self.sandbox.gpus = list(self.devices.judge_gpus)  # the sandbox reads its own config only
         if self.value.on not in ("all", "accepted"):
             raise ValueError(f"value.on must be all or accepted, got {self.value.on!r}")
+        if -1 not in self.mesh.sizes():  # else once the device count is known (run_pipeline)
+            self.check_mesh_rows(self.mesh)
+
+    def check_mesh_rows(self, mesh: MeshConfig) -> None:
+        """Every batch a learner of this run shards must split over ``mesh``'s row shards (MeshError
+        naming the batch-size field otherwise)."""
+        splits = lambda lc: lc.minibatches * lc.micro_batches
+        if self.init is None:
+            mesh.check_rows("pretrain.batch_size", self.pretrain.batch_size)
+        rows = {
+            "warmup": ("warmup.rollout.episodes", self.warmup.rollout.episodes, self.warmup.learner),
+            "rft": ("rft.batch_size", self.rft.batch_size, self.rft.learner),
+            "value": ("value.batch_size", self.value.batch_size, self.value.learner),
+            "ppo": ("ppo.rollout.episodes", self.ppo.rollout.episodes, self.ppo.learner),
+        }
+        for stage in self.stages:
+            if (stage == "rft" and not self.rft.enabled) or (stage == "value" and not self.value.enabled):
+                continue  # no learner runs (a disabled RFT still samples, unsharded batches)
+            name, n, lc = rows[stage]
+            mesh.check_rows(name, n, splits(lc))
 
 
 __all__ = [
@@ -196,6 +221,7 @@ __all__ = [
     "STAGES",
     "AdvantageConfig",
     "EvalConfig",
+    "MeshConfig",
     "PPOConfig",
     "PipelineConfig",
     "RFTConfig",

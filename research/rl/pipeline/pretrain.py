@@ -15,6 +15,7 @@ A held-out slice of the corpus tasks (``val_fraction``) reports ``val_nll``; met
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -24,8 +25,10 @@ import numpy as np
 import optax
 from flax import nnx
 
+import models
 from research.toyenv import CorpusConfig, PlanTokenizer, corpus_plans
 
+from .._mesh import init_sharded
 from .._metrics import MetricsWriter
 
 
@@ -95,8 +98,12 @@ def pretrain(
     tokenizer: PlanTokenizer | None = None,
     deadline: float | None = None,
     progress: bool = True,
+    mesh=None,
 ):
-    """Train ``model`` in place on the corpus plans of ``corpus_tasks``; returns (model, last metrics)."""
+    """Train ``model`` on the corpus plans of ``corpus_tasks``; returns (model, last metrics). With
+    ``mesh`` the returned model is a copy placed by ``models.shard_model`` (``models.DEFAULT_RULES``),
+    trained with its optimizer moments sharded alike and batches sharded over rows (data, fsdp), as
+    ``research.rl.Learner`` does; without, ``model`` itself is updated in place."""
     from .observations import toy_tokenizer
 
     tok = tokenizer or toy_tokenizer()
@@ -108,11 +115,20 @@ def pretrain(
     warmup = min(max(cfg.warmup_steps, 1), max(cfg.steps - 1, 1))
     sched = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, warmup, max(cfg.steps, warmup + 1), cfg.lr * 0.1)
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=cfg.weight_decay))
+    if mesh is not None:
+        model = models.shard_model(model, mesh)
     graphdef, params = nnx.split(model)
     params = jax.tree.map(jnp.copy, params)
-    opt = tx.init(params)
+    # With a mesh: Adam's moments laid out like their parameters, counts replicated.
+    opt = jax.jit(tx.init)(params) if mesh is None else init_sharded(tx, params, mesh)
+    put_batch, out = jnp.asarray, None
+    if mesh is not None:
+        rows = models.batch_sharding(mesh)
+        put_batch = lambda x: jax.device_put(np.asarray(x), rows)
+        # Pinned output layouts: every step sees the same shardings (no recompile, no drift to replicated).
+        out = (jax.tree.map(lambda a: a.sharding, params), jax.tree.map(lambda a: a.sharding, opt), None)
 
-    @jax.jit
+    @functools.partial(jax.jit, out_shardings=out)
     def step(params, opt, ids, mask):
         def loss_fn(p):
             return _nll(nnx.merge(graphdef, p), ids, mask, cfg.label_smoothing)
@@ -138,7 +154,7 @@ def pretrain(
     try:
         for s in range(1, cfg.steps + 1):
             idx = rng.integers(0, len(train_ids), cfg.batch_size)
-            params, opt, m = step(params, opt, jnp.asarray(train_ids[idx]), jnp.asarray(train_mask[idx]))
+            params, opt, m = step(params, opt, put_batch(train_ids[idx]), put_batch(train_mask[idx]))
             if bar is not None:
                 bar.update(1)
             stop = deadline is not None and time.monotonic() > deadline

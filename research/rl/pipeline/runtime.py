@@ -1,6 +1,7 @@
-"""What the stages share in one process: the toy environment (tasks, sandbox client, judges), samplers
-(one per bucket shape, weights swapped in with ``set_model``: no recompilation between steps or stages),
-the policy model builder and the time budget."""
+"""What the stages share in one process: the learner mesh (``cfg.mesh``), the toy environment (tasks,
+sandbox client, judges), samplers (one per bucket shape, weights swapped in with ``set_model``: no
+recompilation between steps or stages; they decode from the learner's sharded arrays, no copy), the policy
+model builder and the time budget."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import models
 from kernels_env.client import SandboxClient
 from research.toyenv import JudgeCache, PlanJudge, corpus_tasks, cpu_size, make_tasks
 
+from .._mesh import AXES, MeshConfig, build_mesh
 from .config import PipelineConfig
 from .observations import toy_tokenizer
 from .toy_rollout import RolloutConfig, ToyEnv, make_sampler
@@ -41,6 +43,11 @@ def build_policy(spec: models.ModelSpec, vocab: int):
 class Runtime:
     def __init__(self, cfg: PipelineConfig, judge=None, eval_judge=None):
         self.cfg = cfg
+        # Every learner and sampler of the run shares this mesh (None: one device); checked before any
+        # stage starts so a bad size fails in one line, not inside a jitted update.
+        self.mesh = build_mesh(cfg.mesh)
+        if self.mesh is not None:
+            cfg.check_mesh_rows(MeshConfig(*(self.mesh.shape[a] for a in AXES)))
         self.out = Path(cfg.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.tokenizer = toy_tokenizer()

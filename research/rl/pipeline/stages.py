@@ -160,6 +160,7 @@ def run_pretrain(rt: Runtime) -> Manifest:
         tokenizer=rt.tokenizer,
         deadline=rt.deadline,
         progress=c.progress,
+        mesh=rt.mesh,
     )
     actor = models.save_checkpoint(d / "actor", model)
     metrics = {**last, "time_s": time.perf_counter() - t0}
@@ -206,14 +207,21 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
     d = _dir(rt, stage)
     if (m := Manifest.find(d, h)) is not None:
         return m
-    actor = models.restore_checkpoint(prev.actor)
+    # Restored straight onto the run's mesh (a checkpoint of any mesh restores onto any other).
+    actor = models.restore_checkpoint(prev.actor, mesh=rt.mesh)
     critic = None
     if cfg.learner.advantage.estimator not in CRITIC_FREE:
         if critic_from_prev and prev.critic:
-            critic = models.restore_checkpoint(prev.critic)
+            critic = models.restore_checkpoint(prev.critic, mesh=rt.mesh)
         else:
             critic = models.Critic.from_policy(actor, seed=cfg.learner.seed)
-    learner = Learner(cfg.learner, actor, critic)
+    learner = Learner(cfg.learner, actor, critic, mesh=rt.mesh)
+    critic_init = (
+        "pretrained"
+        if critic is not None and critic_from_prev and prev.critic
+        else ("fresh" if critic is not None else "none")
+    )
+    del actor, critic  # the learner holds its own (donated) copy; the restored one need not stay alive
     box: dict = {}
     rows, truncated = _learner_stage(
         rt,
@@ -233,9 +241,7 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
         d,
         rows,
         truncated,
-        critic_init="pretrained"
-        if critic is not None and critic_from_prev and prev.critic
-        else ("fresh" if critic is not None else "none"),
+        critic_init=critic_init,
     )
     ev = _evaluate(rt, stage, learner.actor_model(), cfg.rollout)
     if ev:
@@ -274,7 +280,7 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
     if (m := Manifest.find(d, h)) is not None:
         return m
     d.mkdir(parents=True, exist_ok=True)
-    actor = models.restore_checkpoint(prev.actor)
+    actor = models.restore_checkpoint(prev.actor, mesh=rt.mesh)
     traj = d / "trajectories.jsonl"
     stamp = d / "trajectories.hash"
     if traj.is_file() and stamp.is_file() and stamp.read_text() == h:
@@ -329,7 +335,7 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
             c.rollout.turns,
         )
         batches.append(batch)
-    learner = Learner(c.learner, actor, None)
+    learner = Learner(c.learner, actor, None, mesh=rt.mesh)
     box: dict = {}
 
     def source(cursor):
@@ -388,9 +394,10 @@ def run_value(rt: Runtime, prev: Manifest) -> Manifest:
             batches.append(batch)
     if not batches:
         raise RuntimeError("no trajectory of the RFT stage can train a critic (all dropped)")
-    actor = models.restore_checkpoint(prev.actor)
+    actor = models.restore_checkpoint(prev.actor, mesh=rt.mesh)
     critic = models.Critic.from_policy(actor, seed=c.learner.seed)
-    learner = Learner(c.learner, None, critic)
+    del actor  # only the critic's initialisation; the policy is frozen here
+    learner = Learner(c.learner, None, critic, mesh=rt.mesh)
     ev_before = _mc_explained_variance(learner, batches)
     box: dict = {}
 
