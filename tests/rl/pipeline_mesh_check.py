@@ -28,7 +28,7 @@ from pipeline_fixtures import RuleJudge, tiny_pipeline  # noqa: E402
 
 import models  # noqa: E402
 from research.rl import MeshConfig, read_metrics  # noqa: E402
-from research.rl.pipeline import run_pipeline, stages  # noqa: E402
+from research.rl.pipeline import RFTFilterConfig, run_pipeline, stages  # noqa: E402
 
 SEEN: list[dict] = []
 
@@ -79,6 +79,11 @@ def recording_pretrain(*a, **kw):
 def _cfg(out, **kw):
     cfg = tiny_pipeline(out, **kw)
     cfg.rft.batch_size = 8  # 4 rows do not split over data * fsdp = 8 row shards
+    # Keep every sampled trajectory: the tiny policy's rewards are mostly -1, and an RFT stage that accepts
+    # nothing trains nothing, so its learner would never run sharded.
+    cfg.rft.filters = RFTFilterConfig(
+        min_reward=-2.0, drop_invalid=False, drop_hallucinated=False, drop_redundant=False
+    )
     return cfg
 
 

@@ -26,8 +26,9 @@ def test_every_stage_runs_sharded(report):
     assert report["stages"] == ["ppo", "pretrain", "rft", "value", "warmup"]
     pretrain, *learners = report["seen"]
     assert pretrain == {"stage": "pretrain", "q_spec": FSDP_SPEC}
-    # warm-up, value, PPO, and RFT's when its filter kept a trajectory (the 30-step tiny policy may not)
-    assert len(learners) == 3 + (report["rft_steps"] > 0), report["rft_reason"]
+    # warm-up, RFT, value and PPO (the lenient filter makes RFT train)
+    assert report["rft_steps"] > 0, report["rft_reason"]  # RFT trained, so its learner ran on the mesh
+    assert len(learners) == 4
     for seen in learners:
         mesh = {"data": 2, "fsdp": 4, "tensor": 1}
         assert seen == {"mesh": mesh, "q_spec": FSDP_SPEC, "opt_q_spec": FSDP_SPEC}
