@@ -7,6 +7,7 @@ start, the module is skipped with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -36,12 +37,37 @@ BATCH = [
 @pytest.fixture(scope="module")
 def ray_cluster():
     ray = pytest.importorskip("ray", reason="the ray package is not installed (requirements.txt pins it)")
+    before = set(_children())
     try:
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, namespace="tests")
     except Exception as exc:
         pytest.skip(f"a local Ray cluster cannot start in this environment: {exc}")
     yield ray
     ray.shutdown()
+    _reap_ray_processes(before)
+
+
+def _children() -> dict:
+    import psutil
+
+    return {p.pid: p for p in psutil.Process().children(recursive=True)}
+
+
+def _reap_ray_processes(before: set[int], timeout_s: float = 20.0) -> None:
+    """``ray.shutdown`` returns before the cluster's processes have exited, and a few more can be started on
+    the way down; left alone they live on into later tests (the soak test counts every process alive after
+    its client as a leak). Wait for them, then kill what is left."""
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while (left := {pid: p for pid, p in _children().items() if pid not in before}) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.25)
+    for proc in left.values():
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(list(left.values()), timeout=5)
 
 
 @pytest.fixture(scope="module")
