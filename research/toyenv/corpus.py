@@ -2,7 +2,12 @@
 
 A corpus plan runs one kernel per op with the tail mask, at most 4 warps, vector width 1, one row per row
 program and an elementwise block drawn from ``CorpusConfig.blocks`` (<= 1024): correct on every size, slow
-on a GPU (every op reads and writes the whole tensor). ``OPTIMISATIONS`` lists what such plans never do;
+on a GPU (every op reads and writes the whole tensor). Blocks and warps are drawn with weights that favour
+small tiles and one warp, as naive code does (one thread per element, little memory in flight): the
+pretrained policy's most likely settings are slow, while the better ones it has seen keep some
+probability, which is what RL's exploration starts from (benchmarks/results/toy_rl_gpu.md: with tiles of
+256-1024 elements and 2-4 warps the pretrained plans already beat eager on 75-88% of held-out tasks, which
+left the reward nothing to pay for). ``OPTIMISATIONS`` lists what such plans never do;
 ``optimisations(plan)`` says which of them a plan uses, ``optimisation_shares`` their share over plans.
 """
 
@@ -56,11 +61,14 @@ def optimisation_shares(plans: Iterable[Plan]) -> dict[str, float]:
 
 @dataclass
 class CorpusConfig:
-    """Unoptimised plans: one kernel per op, settings drawn per kernel from these sets (by a hash)."""
+    """Unoptimised plans: one kernel per op, settings drawn per kernel from these sets (by a hash, with the
+    given weights; empty weights: uniform)."""
 
     plans_per_task: int = 4
-    blocks: list[int] = field(default_factory=lambda: [256, 512, 1024])
-    warps: list[int] = field(default_factory=lambda: [2, 4])
+    blocks: list[int] = field(default_factory=lambda: [32, 64, 128, 256, 512, 1024])
+    block_weights: list[float] = field(default_factory=lambda: [0.35, 0.25, 0.15, 0.1, 0.08, 0.07])
+    warps: list[int] = field(default_factory=lambda: [1, 2, 4])
+    warp_weights: list[float] = field(default_factory=lambda: [0.5, 0.3, 0.2])
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -69,11 +77,26 @@ class CorpusConfig:
             raise ValueError(
                 f"corpus settings must stay unoptimised (blocks <= 1024, warps <= 4), got {bad or 'empty'}"
             )
+        for name, opts, weights in (
+            ("block", self.blocks, self.block_weights),
+            ("warp", self.warps, self.warp_weights),
+        ):
+            if weights and (len(weights) != len(opts) or min(weights) < 0 or sum(weights) <= 0):
+                raise ValueError(
+                    f"corpus {name}_weights must be one non-negative weight per option ({len(opts)}), got {weights}"
+                )
 
 
-def _draw(options: list[int], *key) -> int:
-    h = int(hashlib.sha256(repr(key).encode()).hexdigest()[:8], 16)
-    return options[h % len(options)]
+def _draw(options: list[int], weights: list[float], *key) -> int:
+    """One option, chosen by a hash of ``key`` with probability proportional to its weight."""
+    u = int(hashlib.sha256(repr(key).encode()).hexdigest()[:13], 16) / 16**13
+    weights = weights or [1.0] * len(options)
+    acc, total = 0.0, sum(weights)
+    for option, w in zip(options, weights):
+        acc += w / total
+        if u < acc:
+            return option
+    return options[-1]
 
 
 def baseline_plan(task: ToyTask, copy: int = 0, cfg: CorpusConfig | None = None) -> Plan:
@@ -81,10 +104,10 @@ def baseline_plan(task: ToyTask, copy: int = 0, cfg: CorpusConfig | None = None)
     cfg = cfg or CorpusConfig()
     kernels = []
     for i, name in enumerate(task.ops):
-        warps = _draw(cfg.warps, cfg.seed, task.id, copy, i, "w")
+        warps = _draw(cfg.warps, cfg.warp_weights, cfg.seed, task.id, copy, i, "w")
         step = Step(name)
         if step.kind == MAP:
-            block = _draw(cfg.blocks, cfg.seed, task.id, copy, i, "b")
+            block = _draw(cfg.blocks, cfg.block_weights, cfg.seed, task.id, copy, i, "b")
             kernels.append(Kernel.make([step], block=block, warps=warps))
         else:
             kernels.append(Kernel.make([step], rows=1, warps=warps))

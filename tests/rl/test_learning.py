@@ -209,12 +209,12 @@ def test_one_update_moves_log_probs_in_the_direction_of_the_advantage(name, lear
     assert inner > 0
 
 
-def test_demo_trains_against_the_compile_baseline_with_several_updates_per_batch():
-    """The GPU demo's training judge has the compile baseline (CUDA Agent's top tier reachable in training)
-    and its RL learners take more than one update per batch (PPO's ratio and clip act), each batch split
-    evenly into mini-batches."""
+def test_demo_trains_against_eager_with_several_updates_per_batch():
+    """The GPU demo's training judge times against eager (tier 2, what the corpus's slow tiles miss; the
+    held-out evaluations keep compile) and its RL learners take more than one update per batch (PPO's ratio
+    and clip act), each batch split evenly into mini-batches."""
     judge = demo.fast_judge()
-    assert judge.baselines == ["eager", "compile"]
+    assert judge.baselines == ["eager"]
     assert judge.reward == "cuda_agent"
     cfg = demo.demo_pipeline("/tmp/x", "c.jsonl")
     for stage in (cfg.warmup, cfg.ppo):
