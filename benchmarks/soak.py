@@ -16,18 +16,35 @@ comment, so no two sources are the same. Invariants (``violations`` lists every 
 
 Reported: verdicts and time per verdict (median / p95 / max of ``durations_s.total``) per category, worker
 starts beyond the initial ones (restarts, per role), wall time, GPU and versions.
+
+A run cut short still says how far it got:
+
+- with ``--no-progress`` a line on stderr every 25 verdicts or 20 s (done/total, in flight, elapsed,
+  violations so far, verdicts per category), and one when the sandbox is up;
+- ``--budget-s S`` (seconds from the start, sandbox start-up included): no new request once the time left
+  is what the requests in flight are expected to take plus a closing margin; those in flight are still
+  collected within their bounds, the client closes, leaks are checked, and the report (every field) covers
+  what was done, with ``"truncated": true``, ``done`` and ``stopped_by: "budget"``. At least one request
+  is always made;
+- SIGTERM (or SIGINT): stop at once, abandon the requests in flight (``abandoned``; not violations), close
+  the client, check leaks, write the report (``stopped_by: "SIGTERM"``) and exit 143 (130 for SIGINT).
+  A second signal kills at once.
+
+    timeout 235 python benchmarks/soak.py --count 500 --budget-s 200 --no-progress --out soak.json
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import contextlib
 import datetime
 import json
 import math
 import os
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -258,56 +275,148 @@ def config(args, cache_dir: str):
     )
 
 
-def run(args) -> dict:
+def run(args, stop: Stop | None = None, started: float | None = None) -> dict:
+    """The soak run and its report. ``stop``: set from a signal handler to end the run early (``main``);
+    ``started``: the clock (``time.monotonic``) the budget counts from (default: now)."""
     import shutil
 
     from kernels_env.client import SandboxClient
     from kernels_env.rules.config import JudgeConfig
 
+    stop = stop or Stop()
+    started = time.monotonic() if started is None else started
     judge = JudgeConfig(time_candidate=args.timing, num_trials=2, families=[])
     cache_dir = tempfile.mkdtemp(prefix="kernels_env_soak_cache-")  # cold: every build and baseline is real
     before_procs = descendants()
     counter = StartCounter()
-    started = time.perf_counter()
+    wall_started = time.perf_counter()
     try:
         with private_tmpdir() as tmp, SandboxClient(config(args, cache_dir)) as sb:
+            say(f"starting the sandbox (device {args.device}, {args.compile_workers} compile workers)")
             sb.start()
+            say(f"sandbox up after {time.monotonic() - started:.1f} s on {sb.device}")
             order = plan(args.count, sb.device, args.seed)
-            records = drive(sb, order, judge, args)
+            done = drive(sb, order, judge, args, started=started, stop=stop)
             device, env = sb.device, sb.environment
+        # the requests abandoned at a signal end once the client has killed their workers
+        concurrent.futures.wait(done.abandoned, timeout=15)
     finally:
         counter.close()
-    wall = time.perf_counter() - started
+    wall = time.perf_counter() - wall_started
     leaked_procs = settle_descendants(before_procs)
     leaked_tmp = {p.name for p in tmp.iterdir() if not p.name.startswith(CACHES)}
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(cache_dir, ignore_errors=True)
-    return report(records, wall, counter.restarts(), leaked_procs, leaked_tmp, device, env, args)
+    result = report(done.records, wall, counter.restarts(), leaked_procs, leaked_tmp, device, env, args, done)
+    say(
+        f"{'stopped (' + done.stopped_by + ')' if done.stopped_by else 'finished'}: {len(done.records)}/"
+        f"{args.count} done, {len(result['violations'])} violation(s), {time.monotonic() - started:.0f} s"
+    )
+    return result
 
 
-def drive(sb, order: list[Category], judge, args) -> list[dict]:
-    """Keep ``args.concurrency`` requests in flight; each future must resolve within its bound."""
+def say(text: str) -> None:
+    print(f"soak: {text}", file=sys.stderr, flush=True)
+
+
+class Stop:
+    """A signal's name once one asked the run to stop (set by ``main``'s handler; read by ``drive``)."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+
+    def handler(self, signum, _frame) -> None:
+        self.signal = signal.Signals(signum).name
+        signal.signal(signum, signal.SIG_DFL)  # a second one kills at once
+
+
+@dataclass
+class Done:
+    records: list[dict]
+    submitted: int
+    abandoned: list  # futures of requests still in flight when a signal stopped the run
+    stopped_by: str | None  # None (all --count requests made), "budget", or the signal's name
+
+
+CLOSE_MARGIN_S = 20.0  # of --budget-s kept for closing the client, settling its processes and the report
+
+
+def drive(
+    sb, order: list[Category], judge, args, started: float | None = None, stop: Stop | None = None
+) -> Done:
+    """Keep ``args.concurrency`` requests in flight; each future must resolve within its bound. Stops
+    submitting when ``args.budget_s`` is nearly used (then collects those in flight) or ``stop`` has a
+    signal (then abandons them)."""
+    stop = stop or Stop()
+    started = time.monotonic() if started is None else started
     bound = (args.compile_timeout + args.run_timeout + 60) * args.concurrency + 120
     records: list[dict] = []
     inflight: collections.deque = collections.deque()
-    progress = _progress(len(order), args.no_progress)
+    progress = Progress(len(order), args.no_progress, started, records, inflight)
+    first_submit = None
+    stopped_by = None
+
+    def over_budget() -> bool:
+        """Whether one more request would not finish, with those in flight, before the budget's end."""
+        if args.budget_s is None or first_submit is None:  # at least one request
+            return False
+        now = time.monotonic()
+        # the pace so far (seconds per verdict; before the first, a request's timeouts), times the requests
+        # that would be in flight
+        pace = (now - first_submit) / len(records) if records else args.compile_timeout + args.run_timeout
+        drain = pace * (len(inflight) + 1)
+        return now - started + drain + CLOSE_MARGIN_S >= args.budget_s
+
+    def waiting() -> bool:  # between slices of a wait: False abandons it
+        progress.tick()
+        return stop.signal is None
+
+    def collect() -> bool:
+        record = _collect(*inflight[0], bound, wait=waiting)
+        if record is None:  # a signal: leave the rest in flight
+            return False
+        inflight.popleft()
+        records.append(record)
+        progress.verdict()
+        return True
+
     for i, category in enumerate(order):
+        if stop.signal:
+            break
+        if over_budget():
+            stopped_by = "budget"
+            say(f"budget of {args.budget_s:g} s nearly used: no new request; {len(inflight)} in flight")
+            break
         inflight.append((category, time.monotonic(), sb.submit(REFERENCE, category.source(i), judge)))
-        if len(inflight) >= args.concurrency:
-            records.append(_collect(*inflight.popleft(), bound))
-            progress(records[-1])
-    while inflight:
-        records.append(_collect(*inflight.popleft(), bound))
-        progress(records[-1])
-    return records
+        first_submit = first_submit or inflight[-1][1]
+        if len(inflight) >= args.concurrency and not collect():
+            break
+    while inflight and not stop.signal:
+        if not collect():
+            break
+    if stop.signal:
+        stopped_by = stop.signal
+        say(f"{stop.signal}: abandoning {len(inflight)} request(s) in flight")
+    progress.close()
+    submitted = len(records) + len(inflight)
+    return Done(records, submitted, [f for _, _, f in inflight] if stop.signal else [], stopped_by)
 
 
-def _collect(category: Category, submitted: float, future, bound: float) -> dict:
-    remaining = max(1.0, bound - (time.monotonic() - submitted))
+def _collect(
+    category: Category, submitted: float, future, bound: float, wait: Callable[[], bool] | None = None
+):
+    """The record of one request, waiting for it at most until ``bound`` seconds after it was submitted (at
+    least 1 s from now), in slices: ``wait()`` runs between them, and its False abandons the wait (None)."""
+    deadline = max(submitted + bound, time.monotonic() + 1.0)
+    while not future.done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return {"category": category.name, "outcome": "hung", "status": None, "earned": False}
+        concurrent.futures.wait([future], timeout=min(left, 1.0))
+        if not future.done() and wait is not None and not wait():
+            return None
     try:
-        result = future.result(timeout=remaining)
-    except TimeoutError:
-        return {"category": category.name, "outcome": "hung", "status": None, "earned": False}
+        result = future.result(timeout=0)
     except Exception as exc:  # the client itself failed: a lost request
         error = f"{type(exc).__name__}: {exc}"[:300]
         return {"category": category.name, "outcome": "lost", "status": None, "earned": False, "error": error}
@@ -322,17 +431,60 @@ def _collect(category: Category, submitted: float, future, bound: float) -> dict
     }
 
 
-def _progress(total: int, quiet: bool) -> Callable[[dict], None]:
-    if quiet:
-        return lambda record: None
-    from tqdm import tqdm
+class Progress:
+    """How far the run is: a tqdm bar, or (``quiet``: ``--no-progress``) a line on stderr every ``EVERY``
+    verdicts or ``EVERY_S`` seconds, so that a run cut short has still said how far it got."""
 
-    bar = tqdm(total=total, desc="soak", unit="verdict")
-    return lambda record: bar.update(1)
+    EVERY, EVERY_S = 25, 20.0
+
+    def __init__(self, total: int, quiet: bool, started: float, records: list, inflight) -> None:
+        self.total, self.started, self.records, self.inflight = total, started, records, inflight
+        self.last = time.monotonic()
+        self.bar = None
+        if not quiet:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="soak", unit="verdict")
+
+    def verdict(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+        elif len(self.records) % self.EVERY == 0:
+            self.line()
+
+    def tick(self) -> None:
+        if self.bar is None and time.monotonic() - self.last >= self.EVERY_S:
+            self.line()
+
+    def line(self) -> None:
+        self.last = time.monotonic()
+        say(progress_line(self.records, self.total, len(self.inflight), self.last - self.started))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
-def report(records, wall, restarts, leaked_procs, leaked_tmp, device, env, args) -> dict:
+def progress_line(records: list[dict], total: int, inflight: int, elapsed_s: float) -> str:
+    """``50/500 done, 4 in flight, 123 s, 0 violations | abort 4, correct 5 (1 unearned), ...``"""
+    counts = collections.Counter(r["category"] for r in records)
+    bad = collections.Counter(r["category"] for r in records if not r["earned"])
+    per = ", ".join(
+        f"{c} {n}" + (f" ({bad[c]} unearned)" if bad[c] else "") for c, n in sorted(counts.items())
+    )
+    return (
+        f"{len(records)}/{total} done, {inflight} in flight, {elapsed_s:.0f} s, "
+        f"{sum(bad.values())} violations | {per or '-'}"
+    )
+
+
+def report(
+    records, wall, restarts, leaked_procs, leaked_tmp, device, env, args, done: Done | None = None
+) -> dict:
+    """The report; ``done`` (a run stopped early): a record is owed for each request made, not abandoned."""
     import torch
+
+    expected = args.count if done is None else done.submitted - len(done.abandoned)
 
     by_category: dict[str, dict] = {}
     for name in sorted({r["category"] for r in records}):
@@ -351,8 +503,8 @@ def report(records, wall, restarts, leaked_procs, leaked_tmp, device, env, args)
         for r in records
         if not r["earned"]
     ]
-    if len(records) != args.count:
-        violations.append(f"{args.count - len(records)} requests without a record")
+    if len(records) != expected:
+        violations.append(f"{expected - len(records)} requests without a record")
     violations += [f"process {pid} outlived the client" for pid in sorted(leaked_procs)]
     violations += [f"$TMPDIR/{name} left behind" for name in sorted(leaked_tmp)]
     return {
@@ -371,6 +523,12 @@ def report(records, wall, restarts, leaked_procs, leaked_tmp, device, env, args)
         "categories": by_category,
         "violations": violations,
         "ok": not violations,
+        "truncated": bool(done and done.stopped_by) and len(records) < args.count,
+        "done": len(records),
+        "submitted": expected if done is None else done.submitted,
+        "abandoned": len(done.abandoned) if done else 0,
+        "stopped_by": done.stopped_by if done else None,
+        "budget_s": getattr(args, "budget_s", None),
     }
 
 
@@ -385,18 +543,35 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-timeout", type=float, default=10.0, help="also the forward/kernel-hang cut-off")
     p.add_argument("--memory-limit-gb", type=float, default=2.0)
     p.add_argument("--timing", action="store_true", help="also time correct candidates (slower)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no bar: a line every 25 verdicts / 20 s")
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        help="seconds for the whole run (start-up included): stop submitting in time, report what was done",
+    )
     p.add_argument("--out", type=Path)
     return p.parse_args(argv)
 
 
+EXIT_ON_SIGNAL = {"SIGTERM": 143, "SIGINT": 130}
+
+
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     args = parse(argv)
-    result = run(args)
+    stop = Stop()
+    saved = {sig: signal.signal(sig, stop.handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        result = run(args, stop, started)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.write_text(text + "\n")
-    print(text)
+    print(text, flush=True)
+    if stop.signal:
+        return EXIT_ON_SIGNAL.get(stop.signal, 1)
     return 0 if result["ok"] else 1
 
 

@@ -68,12 +68,17 @@ print("\n".join(ncu_command(ncu, t, log, launch_count=9 $extra)))
 PYEOF
 )
   echo "${CMD[*]}" > "$FIX/ncu_${name}.cmd"
+  local t0=$SECONDS
   timeout "$(budget 45 150)" "${CMD[@]}" > "$FIX/ncu_${name}.stdout" 2>&1
-  echo "ncu $name rc=$?" | tee -a "$FIX/ncu_rcs.txt"
+  local rc=$?
+  echo "ncu $name rc=$rc ($((SECONDS - t0)) s)" | tee -a "$FIX/ncu_rcs.txt"
 }
-ncu_cap membound_with_eager both sol_add_vec4.py
-ncu_cap computebound candidate sol_fma_heavy.py
-ncu_cap sections_only candidate sol_add_vec4.py ", extra_metrics=False"
+# sections and the summary's metrics: the checked-in captures' layout (every metric of both, to compare)
+ncu_cap membound_with_eager both sol_add_vec4.py ", sections=True"
+ncu_cap computebound candidate sol_fma_heavy.py ", sections=True"
+ncu_cap sections_only candidate sol_add_vec4.py ", sections=True, metrics=False"
+# the profile tool's own command (SUMMARY_METRICS by name, no section): what a profile call collects now
+ncu_cap summary_with_eager both sol_add_vec4.py
 # the long (details) layout too, for the parser
 timeout "$(budget 40 150)" "$NCU" --csv --page details --print-units base --clock-control none --launch-count 2 \
   --nvtx --nvtx-include kernels_env_profile/ --section SpeedOfLight --section Occupancy \

@@ -20,19 +20,41 @@ NVTX_RANGE = "kernels_env_profile"
 # torch.cuda._sleep launches ``spin_kernel``: the marker between the reference's and the candidate's launches.
 MARKER_CYCLES = 1000
 MARKER_KERNEL = "spin_kernel"
-SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis")
-# Collected explicitly too (names stable since ncu 2020); a failure to resolve them triggers a retry with
-# sections only, so one renamed metric cannot cost the whole profile.
-EXTRA_METRICS = (
-    "gpu__time_duration.sum",
-    "dram__bytes_read.sum",
+TENSOR_PIPES = r"regex:^sm__pipe_tensor_op_\w+_cycles_active\.avg\.pct_of_peak_sustained_active$"
+# What the summary reads (``kernel_metrics``; through it the bottleneck label, the evidence and the text),
+# collected by name: ncu then replays each kernel only for these, not for the hundreds of metrics of the four
+# sections below (11 replay passes per kernel on an H200, tests/tools/fixtures/real/). Every name is in the
+# real H200 capture; tests/tools/test_ncu_and_bottleneck.py pins this list to what the parser reads (a field
+# the summary uses but nobody collects fails it, so does a metric collected for nothing).
+SUMMARY_METRICS = (
+    "gpu__time_duration.sum",  # duration_us
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",  # dram_pct
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",  # memory_pct
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",  # sm_pct
+    TENSOR_PIPES,  # tensor_pct
+    "dram__bytes_read.sum",  # dram_bytes (read + write)
     "dram__bytes_write.sum",
-    "lts__t_sector_hit_rate.pct",
-    "l1tex__t_sector_hit_rate.pct",
-    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "dram__bytes.sum.per_second",  # dram_gbps
+    "sm__warps_active.avg.pct_of_peak_sustained_active",  # achieved occupancy
+    "sm__maximum_warps_per_active_cycle_pct",  # theoretical occupancy
+    "launch__occupancy_limit_registers",  # the occupancy limiter and the block limits
+    "launch__occupancy_limit_shared_mem",
+    "launch__occupancy_limit_warps",
+    "launch__occupancy_limit_blocks",
+    "launch__occupancy_limit_barriers",
     "launch__registers_per_thread",
-    r"regex:^sm__pipe_tensor_op_\w+_cycles_active\.avg\.pct_of_peak_sustained_active$",
+    "launch__shared_mem_per_block_static",
+    "launch__shared_mem_per_block_dynamic",
+    "launch__block_size",
+    "launch__grid_size",
+    "launch__waves_per_multiprocessor",
+    "launch__sm_count",
+    "l1tex__t_sector_hit_rate.pct",
+    "lts__t_sector_hit_rate.pct",
 )
+# The fallback when a name in SUMMARY_METRICS does not resolve (another ncu or GPU): whole sections, which
+# carry the same fields under their own names (the previous default, one attempt more, cold).
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis")
 _ID_COLUMNS = {
     "ID",
     "Process ID",
@@ -102,10 +124,14 @@ def ncu_command(
     launch_count: int = 32,
     kernel_regex: str | None = None,
     nvtx_range: str | None = NVTX_RANGE,
-    extra_metrics: bool = True,
+    sections: bool = False,
+    metrics: bool = True,
 ) -> list[str]:
     """Profile only kernels launched inside the NVTX push/pop range (the candidate's timed forward),
-    at most ``launch_count`` launches, at the GPU's own clocks (``--clock-control none``)."""
+    at most ``launch_count`` launches, at the GPU's own clocks (``--clock-control none``), collecting
+    ``SUMMARY_METRICS`` (``metrics``) and/or ``SECTIONS`` (``sections``): the profile tool collects the
+    metrics alone, its fallback the sections alone (scripts/gpu_profiler.sh captures both). No rules: the
+    raw page never shows their results."""
     cmd = [
         ncu,
         "--csv",
@@ -115,6 +141,8 @@ def ncu_command(
         "base",
         "--clock-control",
         "none",
+        "--apply-rules",
+        "no",
         "--launch-count",
         str(launch_count),
         "--log-file",
@@ -127,10 +155,10 @@ def ncu_command(
         cmd += ["--nvtx", "--nvtx-include", f"{nvtx_range}/"]
     if kernel_regex:
         cmd += ["--kernel-name", f"regex:{kernel_regex}"]
-    for section in SECTIONS:
+    for section in SECTIONS if sections else ():
         cmd += ["--section", section]
-    if extra_metrics:
-        cmd += ["--metrics", ",".join(EXTRA_METRICS)]
+    if metrics:
+        cmd += ["--metrics", ",".join(SUMMARY_METRICS)]
     return cmd + list(target)
 
 

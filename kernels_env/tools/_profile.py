@@ -9,6 +9,8 @@ picks ncu when it and a GPU are there.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import os
 import sys
@@ -130,25 +132,42 @@ def split_at_marker(records: list[dict]) -> tuple[list[dict], list[dict], bool]:
     return records[:idx], records[idx + 1 :], True
 
 
-def _run_ncu(args: dict, ctx: ToolContext, which: str, iters: int, warmup: int, max_launches: int) -> dict:
+def _run_ncu(
+    args: dict,
+    ctx: ToolContext,
+    which: str,
+    iters: int,
+    warmup: int,
+    max_launches: int,
+    marker: bool | None = None,
+) -> dict:
+    """ncu over the ``_target`` job: ``SUMMARY_METRICS`` first; if ncu fails without a record (a name did
+    not resolve), once more with whole sections, cold. ``marker`` (default: ``which == "both"``): a
+    ``kernel_regex`` lets the marker kernel through, which keeps the ncu command the same as for ``both``."""
     ncu = find_ncu()
     tmp = ctx.tmpdir()
     result_file, log = tmp / f"target_{which}.json", tmp / f"ncu_{which}.csv"
     target = target_argv(args, which, "range", result_file, warmup, iters)
     attempts = []
-    for extra in (True, False):
+    for sections in (False, True):
         regex = args.get("kernel_regex")
-        if regex and which == "both":  # keep the marker that splits reference from candidate
+        if regex and (which == "both" if marker is None else marker):  # keep the marker that splits the sides
             regex = f"(?:{regex})|{MARKER_KERNEL}"
         wrapper = ncu_command(
-            ncu, [], LOG_FILE, launch_count=max_launches, kernel_regex=regex, extra_metrics=extra
+            ncu,
+            [],
+            LOG_FILE,
+            launch_count=max_launches,
+            kernel_regex=regex,
+            sections=sections,
+            metrics=not sections,
         )
-        # The rare retry without the extra metrics runs cold: it must not displace the waiting process.
+        # The rare retry with sections runs cold: it must not displace the waiting process.
         left = ctx.check_time(f"ncu ({which})")
-        res, text, prestarted = launch_target(wrapper, target, log, left, prestart=extra)
+        res, text, prestarted = launch_target(wrapper, target, log, left, prestart=not sections)
         attempts.append(
             {
-                "extra_metrics": extra,
+                "metrics": "sections" if sections else "summary",
                 "returncode": res.returncode,
                 "timed_out": res.timed_out,
                 "elapsed_s": round(res.elapsed_s, 2),
@@ -168,6 +187,40 @@ def _run_ncu(args: dict, ctx: ToolContext, which: str, iters: int, warmup: int, 
     elif not records:
         out["log_tail"] = (text + res.stdout + res.stderr)[-3000:]
     return out
+
+
+# The eager reference's ncu profile, per reference (its files' contents) and profile settings: a task's
+# reference does not change between an agent's calls, so a later call profiles the candidate alone (its
+# kernels only: no reference kernel, no marker) and reuses this one (``reuse_reference: false``: measure it
+# again). This process's (a run worker's), a few tasks at most.
+_REFERENCE_PROFILES: dict[tuple, dict] = {}
+_REFERENCE_PROFILES_MAX = 16
+
+
+def reference_key(args: dict, iters: int, warmup: int, max_launches: int) -> tuple | None:
+    """What the reference's profile depends on; None if the reference cannot be read (profile it again)."""
+    path = Path(args["reference"])
+    digest = hashlib.sha256()
+    try:
+        if path.is_dir():
+            for f in sorted(path.rglob("*")):
+                if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+                    digest.update(f.relative_to(path).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+        else:
+            digest.update(path.read_bytes())
+    except OSError:
+        return None
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return (digest.hexdigest(), iters, warmup, max_launches, args.get("kernel_regex"), find_ncu(), gpu)
+
+
+def _remember_reference(key: tuple | None, reference: dict) -> None:
+    if key is None:
+        return
+    _REFERENCE_PROFILES.pop(key, None)
+    _REFERENCE_PROFILES[key] = copy.deepcopy(reference)
+    while len(_REFERENCE_PROFILES) > _REFERENCE_PROFILES_MAX:
+        _REFERENCE_PROFILES.pop(next(iter(_REFERENCE_PROFILES)))
 
 
 def _events(args: dict, ctx: ToolContext, device: str, warmup: int, iters: int, with_reference: bool) -> dict:
@@ -279,16 +332,17 @@ def profile_tool(args: dict, ctx: ToolContext) -> dict:
     result: dict = {"mode": mode, "device": _device_name(cuda), "notes": notes}
     if mode == "ncu":
         iters = int(args.get("iters", 1))
+        warmup = int(args.get("warmup", 2))
         max_launches = int(args.get("max_launches", 64))
-        which = "both" if with_ref else "candidate"
-        run = _run_ncu(
-            args,
-            ctx,
-            which,
-            iters,
-            int(args.get("warmup", 2)),
-            2 * max_launches + 1 if with_ref else max_launches,
-        )
+        launch_count = 2 * max_launches + 1 if with_ref else max_launches
+        key = reference_key(args, iters, warmup, launch_count) if with_ref else None
+        known = _REFERENCE_PROFILES.get(key) if key and args.get("reuse_reference", True) else None
+        if (
+            known is not None
+        ):  # the candidate's kernels only, under the same ncu command as with the reference
+            run = _run_ncu(args, ctx, "candidate", iters, warmup, launch_count, marker=True)
+        else:
+            run = _run_ncu(args, ctx, "both" if with_ref else "candidate", iters, warmup, launch_count)
         if run.get("error"):
             result["error"] = run["error"]
             result["log_tail"] = run.get("log_tail")
@@ -296,7 +350,10 @@ def profile_tool(args: dict, ctx: ToolContext) -> dict:
                 result["traceback"] = run["target"]["traceback"]
             return result
         records = run["records"]
-        if with_ref:
+        if known is not None:
+            result["reference"] = {**copy.deepcopy(known), "reused": True}
+            cand_recs = records
+        elif with_ref:
             ref_recs, cand_recs, found = split_at_marker(records)
             if not found:
                 notes.append(
@@ -304,6 +361,8 @@ def profile_tool(args: dict, ctx: ToolContext) -> dict:
                     f"not profiled; rerun with include_reference=false"
                 )
             result["reference"] = aggregate(ref_recs, iters)
+            if found and ref_recs:
+                _remember_reference(key, result["reference"])
         else:
             cand_recs = records
         result["candidate"] = aggregate(cand_recs, iters)

@@ -3,6 +3,7 @@ no request is lost or hangs, no worker process or temporary file outlives the cl
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -39,3 +40,115 @@ def test_soak_invariants_hold_on_cpu():
     deaths = ("abort", "segfault", "hang_forward", "hang_kernel", "memory")
     assert result["restarts"].get("run", 0) >= sum(categories[k]["count"] for k in deaths)
     assert result["restarts"].get("compile", 0) == 0
+
+
+# a run cut short (benchmarks/soak.py --budget-s, SIGTERM) -------------------------------------------------
+class _FakeSandbox:
+    """``submit`` returns a future that resolves after ``delay_s`` with the verdict its category earned."""
+
+    def __init__(self, delay_s: float):
+        import concurrent.futures
+
+        self.delay_s, self.submitted = delay_s, 0
+        self.pool = concurrent.futures.ThreadPoolExecutor(8)
+        self.bodies = {_body(c.source(0)): c for c in soak.CATEGORIES}
+
+    def submit(self, reference, source, judge):
+        self.submitted += 1
+        return self.pool.submit(self._verdict, self.bodies[_body(source)])
+
+    def _verdict(self, category) -> dict:
+        import time
+
+        time.sleep(self.delay_s)
+        status, _, check = category.expect.split("|")[0].partition(":")
+        error = soak.NEEDLES.get(category.name, "")
+        return {"status": status, "check": check or None, "error": error, "durations_s": {"total": 0.1}}
+
+
+def _body(source) -> str:
+    """A candidate's source without its first line (the comment that makes each one unique)."""
+    text = source if isinstance(source, str) else source.files["model_new.py"]
+    return text.split("\n", 1)[1]
+
+
+def test_budget_stops_submitting_and_collects_what_is_in_flight(capsys, monkeypatch):
+    import time
+
+    args = soak.parse(["--count", "400", "--concurrency", "3", "--device", "cpu", "--no-progress",
+                       "--budget-s", "2", "--compile-timeout", "0.1", "--run-timeout", "0.1"])  # fmt: skip
+    monkeypatch.setattr(soak, "CLOSE_MARGIN_S", 0.5)
+    sb = _FakeSandbox(delay_s=0.05)
+    t0 = time.monotonic()
+    done = soak.drive(sb, soak.plan(args.count, "cpu", 0), None, args, started=t0)
+    assert done.stopped_by == "budget" and 25 <= len(done.records) < 400 and time.monotonic() - t0 < 2.0
+    assert done.submitted == sb.submitted == len(done.records) and done.abandoned == []  # drained, none lost
+    assert all(r["earned"] for r in done.records)
+    result = soak.report(done.records, 1.0, {}, set(), set(), "cpu", {}, args, done)
+    assert result["truncated"] and result["done"] == len(done.records) and result["stopped_by"] == "budget"
+    assert result["violations"] == [] and result["ok"] and result["count"] == 400
+    assert sum(c["count"] for c in result["categories"].values()) == result["done"]
+    err = capsys.readouterr().err
+    assert "budget of 2 s nearly used" in err and "soak: 25/400 done, 2 in flight" in err  # every 25
+
+
+def test_a_signal_abandons_the_requests_in_flight_and_a_lost_record_is_a_violation(capsys):
+    import threading
+
+    args = soak.parse(["--count", "50", "--concurrency", "3", "--device", "cpu", "--no-progress"])
+    stop = soak.Stop()
+    sb = _FakeSandbox(delay_s=0.3)
+    threading.Timer(1.0, lambda: setattr(stop, "signal", "SIGTERM")).start()
+    done = soak.drive(sb, soak.plan(args.count, "cpu", 0), None, args, stop=stop)
+    assert done.stopped_by == "SIGTERM" and 0 < len(done.records) < 50 and len(done.abandoned) in (2, 3)
+    assert done.submitted == len(done.records) + len(done.abandoned) == sb.submitted
+    result = soak.report(done.records, 1.0, {}, set(), set(), "cpu", {}, args, done)
+    assert result["truncated"] and result["abandoned"] == len(done.abandoned) and result["violations"] == []
+    lost = soak.Done(done.records[:-1], done.submitted, done.abandoned, "SIGTERM")
+    assert soak.report(lost.records, 1.0, {}, set(), set(), "cpu", {}, args, lost)["violations"] == [
+        "1 requests without a record"
+    ]
+    assert f"SIGTERM: abandoning {len(done.abandoned)} request(s) in flight" in capsys.readouterr().err
+
+
+def test_progress_lines_every_25_verdicts_or_20_s(capsys, monkeypatch):
+    records = [{"category": "abort", "earned": True}] * 3 + [{"category": "correct", "earned": False}]
+    line = soak.progress_line(records, 500, 4, 61.2)
+    assert line == "4/500 done, 4 in flight, 61 s, 1 violations | abort 3, correct 1 (1 unearned)"
+    progress = soak.Progress(500, True, 0.0, records, [])
+    progress.tick()
+    assert capsys.readouterr().err == ""  # under 20 s since the last line
+    monkeypatch.setattr(progress, "last", progress.last - 21)
+    progress.tick()
+    assert "soak: 4/500 done, 0 in flight" in capsys.readouterr().err
+
+
+def test_sigterm_writes_the_report_and_exits_nonzero(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    def run(args, stop, started):  # stands in for the sandbox run: waits for the signal like drive
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.signal == "SIGTERM"  # the handler ran (Python runs it before the next bytecode)
+        return {"ok": True, "truncated": True, "stopped_by": stop.signal}
+
+    monkeypatch.setattr(soak, "run", run)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "soak.json"
+    assert soak.main(["--count", "5", "--device", "cpu", "--no-progress", "--out", str(out)]) == 143
+    assert json.loads(out.read_text())["stopped_by"] == "SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is before  # restored
+
+
+def test_a_tiny_budget_gives_a_truncated_valid_report_on_cpu():
+    """The real sandbox stopped by its budget: one request (always at least one), its verdict earned, the
+    client closed cleanly, no worker or temporary file left behind."""
+    args = ["--count", "20", "--concurrency", "3", "--device", "cpu", "--no-progress", "--seed", "1",
+            "--compile-timeout", "6", "--run-timeout", "6", "--budget-s", "1"]  # fmt: skip
+    result = soak.run(soak.parse(args))
+    assert result["violations"] == [] and result["ok"], result["violations"]
+    assert result["truncated"] and result["stopped_by"] == "budget" and result["done"] == 1
+    assert result["count"] == 20 and sum(c["count"] for c in result["categories"].values()) == 1
+    assert all(c["earned"] == c["count"] for c in result["categories"].values())
+    for key in ("date", "device", "versions", "wall_s", "verdicts_per_hour", "restarts", "categories"):
+        assert key in result

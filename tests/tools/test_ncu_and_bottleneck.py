@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-import pytest
-from tools_fixtures import FIXTURES, REAL, needs_real
+import copy
+import json
+import re
+import shutil
+from pathlib import Path
 
+import pytest
+from tools_fixtures import FIXTURES, PROBLEMS, REAL, needs_real
+
+from kernels_env.tools import ToolContext, _profile
 from kernels_env.tools._bottleneck import classify
-from kernels_env.tools._ncu import find_ncu, kernel_metrics, ncu_command, parse_ncu_csv
+from kernels_env.tools._context import CmdResult
+from kernels_env.tools._ncu import (
+    SECTIONS,
+    SUMMARY_METRICS,
+    find_ncu,
+    kernel_metrics,
+    ncu_command,
+    parse_ncu_csv,
+)
 from kernels_env.tools._profile import aggregate, split_at_marker
+from kernels_env.tools._render import render_profile
 
 DOC = FIXTURES / "documented"
 
@@ -132,7 +148,166 @@ def test_ncu_command_is_bounded_and_filtered():
         "--clock-control none" in s and "--launch-count 7" in s and "--nvtx-include kernels_env_profile/" in s
     )
     assert "--kernel-name regex:add.*" in s and cmd[-2:] == ["python", "t.py"]
-    assert "--metrics" not in ncu_command("ncu", ["x"], "l", extra_metrics=False)
+    assert "--apply-rules no" in s and "--page raw" in s and "--csv" in cmd
+    # the summary's metrics by name, no section (nor set: ncu would add the default set's sections)
+    assert cmd[cmd.index("--metrics") + 1] == ",".join(SUMMARY_METRICS)
+    assert "--section" not in cmd and "--set" not in cmd and cmd.count("--metrics") == 1
+    # the fallback: the sections, no explicit metrics
+    fallback = ncu_command("ncu", ["x"], "l", sections=True, metrics=False)
+    assert "--metrics" not in fallback and "--clock-control" in fallback
+    assert [fallback[i + 1] for i, a in enumerate(fallback) if a == "--section"] == list(SECTIONS)
+    both = ncu_command("ncu", ["x"], "l", sections=True)  # what scripts/gpu_profiler.sh captures to compare
+    assert "--metrics" in both and both.count("--section") == len(SECTIONS)
+
+
+def _collects(name: str) -> bool:
+    """Whether ncu, given ``--metrics SUMMARY_METRICS``, reports the metric ``name``."""
+    return any(
+        re.search(m[len("regex:") :], name) if m.startswith("regex:") else m == name for m in SUMMARY_METRICS
+    )
+
+
+TENSOR_SAMPLE = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+
+
+def _launch(drop: str | None = None) -> dict:
+    """One launch with the collected metrics only (but ``drop``), each with its own value."""
+    metrics = {}
+    for i, name in enumerate(SUMMARY_METRICS):
+        if name != drop:
+            metrics[TENSOR_SAMPLE if name.startswith("regex:") else name] = 10.0 + i
+    rec = {"id": 0, "name": "k", "short_name": "k", "block": None, "grid": None}
+    return {**rec, "metrics": metrics, "units": {}}
+
+
+def test_summary_metrics_are_what_the_summary_reads():
+    """The pin: with only SUMMARY_METRICS collected, every field of the summary has its value and the text
+    says no "n/a" (a field the parser, classifier or text reads but nobody collects fails here); and each
+    collected metric is used (without it, the summary changes)."""
+    assert _collects(TENSOR_SAMPLE) and len(set(SUMMARY_METRICS)) == len(SUMMARY_METRICS)
+    full = kernel_metrics(_launch())
+    missing = [field for field, value in full.items() if value is None or value == {}]
+    assert missing == [], f"summary fields without a collected metric: {missing}"
+    assert len(full["occupancy_block_limits"]) == 5
+    text = render_profile({"mode": "ncu", "device": "x", "notes": [], "candidate": aggregate([_launch()], 1)})
+    assert "n/a" not in text and "[" in text, text
+    for name in SUMMARY_METRICS:
+        assert kernel_metrics(_launch(drop=name)) != full, (
+            f"{name} is collected but the summary never reads it"
+        )
+
+
+@needs_real
+def test_summary_metrics_give_the_same_summary_as_the_sections_on_real_outputs():
+    """Real H200 captures (sections + extra metrics): every collected name is one ncu reported there, and the
+    launches cut down to what SUMMARY_METRICS collects give the same fields, labels and text."""
+    for name in ("ncu_membound_with_eager.csv", "ncu_computebound.csv"):
+        recs = parse_ncu_csv((REAL / name).read_text())
+        columns = set(recs[0]["metrics"])
+        for metric in SUMMARY_METRICS:
+            if metric.startswith("regex:"):
+                assert any(re.search(metric[len("regex:") :], c) for c in columns), (name, metric)
+            else:
+                assert metric in columns, (name, metric)
+        cut = copy.deepcopy(recs)
+        for r in cut:
+            r["metrics"] = {k: v for k, v in r["metrics"].items() if _collects(k)}
+            assert len(r["metrics"]) < len(recs[0]["metrics"]) / 10  # most of the sections' metrics unread
+        assert [kernel_metrics(r) for r in cut] == [kernel_metrics(r) for r in recs], name
+        assert [classify(kernel_metrics(r)) for r in cut] == [classify(kernel_metrics(r)) for r in recs]
+        text = [render_profile({"mode": "ncu", "device": "H200", "notes": [], "candidate": aggregate(x, 1)})
+                for x in (cut, recs)]  # fmt: skip
+        assert text[0] == text[1]
+
+
+@needs_real
+def test_real_capture_of_the_summary_metrics_alone():
+    """The profile tool's own ncu command on the GPU (scripts/gpu_profiler.sh, from the first capture after
+    the switch to SUMMARY_METRICS): each launch has every field of the summary; the split and labels hold."""
+    path = REAL / "ncu_summary_with_eager.csv"
+    if not path.exists():
+        pytest.skip("not captured yet: scripts/gpu_profiler.sh (PROFILER_STEPS=capture) captures it")
+    ref, cand, found = split_at_marker(parse_ncu_csv(path.read_text(errors="replace")))
+    assert found and ref and [r["short_name"] for r in cand] == ["add_vec4"]
+    for r in ref + cand:
+        k = kernel_metrics(r)
+        assert [f for f, v in k.items() if v is None or v == {}] == [], r["name"]
+        assert classify(k)[0] == "memory-bound", r["name"]
+
+
+# the reference's profile, reused ------------------------------------------------------------------------
+@pytest.fixture
+def fake_ncu_runs(monkeypatch):
+    """profile_tool in ncu mode without a GPU: each ncu run is recorded (its command and job) and answers
+    with the documented launches: the reference's add_vec4, the marker, the candidate's fma_heavy."""
+    monkeypatch.setattr(_profile, "_REFERENCE_PROFILES", {})
+    monkeypatch.setattr(_profile, "_cuda", lambda: True)
+    monkeypatch.setattr(_profile, "find_ncu", lambda: "/opt/ncu")
+    monkeypatch.setattr(_profile, "_device_name", lambda cuda: "NVIDIA H200")
+    add, fma, tiny = parse_ncu_csv((DOC / "ncu_raw_wide.csv").read_text())
+    marker = dict(tiny, name="at::cuda::(anonymous namespace)::spin_kernel(long)")
+    runs = []
+
+    def launch_target(wrapper, target, log, timeout_s, prestart=True):
+        which = target[target.index("--which") + 1]
+        runs.append({"wrapper": list(wrapper), "which": which, "prestart": prestart})
+        status = {"ok": True, "stages_s": {"forward": 0.1}}
+        Path(target[target.index("--result") + 1]).write_text(json.dumps(status))
+        return CmdResult(0, "", "", False, 0.5), which, True
+
+    records = {"both": [add, marker, fma], "candidate": [fma]}
+    monkeypatch.setattr(_profile, "launch_target", launch_target)
+    monkeypatch.setattr(_profile, "parse_ncu_csv", lambda which: copy.deepcopy(records[which]))
+    return runs
+
+
+def _profile_call(args: dict) -> dict:
+    ctx = ToolContext()
+    try:
+        return _profile.profile_tool({"mode": "ncu", "roofline": False, **args}, ctx)
+    finally:
+        ctx.cleanup()
+
+
+def test_a_later_profile_of_the_same_reference_profiles_the_candidate_alone(fake_ncu_runs, tmp_path):
+    ref = tmp_path / "a" / "model.py"
+    ref.parent.mkdir()
+    shutil.copy(PROBLEMS / "ref_add.py", ref)
+    args = {"reference": str(ref), "solution": str(PROBLEMS / "sol_fma_heavy.py")}
+    first = _profile_call(args)
+    # the next request materialises the same reference elsewhere: same contents, same profile
+    again = tmp_path / "b" / "model.py"
+    again.parent.mkdir()
+    shutil.copy(ref, again)
+    second = _profile_call({**args, "reference": str(again)})
+    assert [r["which"] for r in fake_ncu_runs] == ["both", "candidate"]
+    # the very same ncu command: the process pre-started after the first call serves the second
+    assert fake_ncu_runs[0]["wrapper"] == fake_ncu_runs[1]["wrapper"]
+    assert second["reference"].pop("reused") is True and "reused" not in first["reference"]
+    assert render_profile(second) == render_profile(first)  # the same text
+    assert first["reference"]["kernels"][0]["short_name"] == "add_vec4"
+    assert second["candidate"]["kernels"][0]["short_name"] == "fma_heavy" and second["kernel_time_ratio"]
+    # asked to measure it again, another reference, other settings: the reference is profiled
+    _profile_call({**args, "reuse_reference": False})
+    ref.write_text(ref.read_text() + "\n# another task\n")
+    _profile_call(args)
+    _profile_call({**args, "reference": str(again), "iters": 2})
+    assert [r["which"] for r in fake_ncu_runs[2:]] == ["both", "both", "both"]
+    _profile_call({**args, "reference": str(again)})  # each of those was remembered
+    assert fake_ncu_runs[-1]["which"] == "candidate"
+
+
+def test_the_reused_reference_keeps_the_ncu_command_with_a_kernel_filter(fake_ncu_runs):
+    args = {"reference": str(PROBLEMS / "ref_add.py"), "solution": str(PROBLEMS / "sol_fma_heavy.py")}
+    _profile_call({**args, "kernel_regex": "fma"})
+    _profile_call({**args, "kernel_regex": "fma"})
+    both, alone = fake_ncu_runs
+    assert (both["which"], alone["which"]) == ("both", "candidate") and both["wrapper"] == alone["wrapper"]
+    assert "regex:(?:fma)|spin_kernel" in both["wrapper"]
+    _profile_call({**args, "include_reference": False})  # no reference: nothing to reuse, its own command
+    alone = fake_ncu_runs[-1]["wrapper"]
+    assert fake_ncu_runs[-1]["which"] == "candidate" and alone[alone.index("--launch-count") + 1] == "64"
+    assert both["wrapper"][both["wrapper"].index("--launch-count") + 1] == "129"
 
 
 def test_cuda_tools_are_found_by_override_path_and_toolkit(tmp_path, monkeypatch):
@@ -180,14 +355,16 @@ def test_real_ncu_outputs_parse_and_label():
             assert k["sm_pct"] is not None and k["dram_pct"] is not None, (f.name, r["name"])
             assert k["achieved_occupancy_pct"] and k["occupancy_limiter"], (f.name, r["name"])
             labels[(f.stem, r["short_name"])] = classify(k)[0]
+    summary = (REAL / "ncu_summary_with_eager.csv").exists()  # captured since the tool collects by name
     assert {f for f, _ in labels} == {
         "ncu_computebound",
         "ncu_details_membound",
         "ncu_membound_with_eager",
         "ncu_sections_only",
+        *(["ncu_summary_with_eager"] if summary else []),
     }
     mem = [v for (f, n), v in labels.items() if n == "add_vec4"]
-    assert len(mem) == 3 and all(v == "memory-bound" for v in mem), labels
+    assert len(mem) == 3 + summary and all(v == "memory-bound" for v in mem), labels
     assert labels[("ncu_computebound", "fma_heavy")] == "compute-bound", labels
 
 
