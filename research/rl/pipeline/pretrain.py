@@ -4,10 +4,13 @@ targets), Optax AdamW with warmup + cosine decay, label smoothing (``label_smoot
 probability on every token, the exploration a base model brings to RL), one jitted step.
 
 ``multi_turn_share`` of the sequences teach the interaction format (what an instruction-tuned base model
-knows about tool calls, and nothing about optimisation): a corpus plan, the observation of the verdict
-every corpus plan gets in CPU mode (``<obs> st_correct e_na c_na <sep>``: correct, untimed) and another
-corpus plan of the same task. Without them the policy has never seen an observation and writes no plan
-after one, so every multi-turn episode of stage 2 ends in an invalid turn.
+knows about tool calls, and nothing about optimisation): a corpus plan, an observation and another corpus
+plan of the same task. The observation is drawn (by the sequence's index) from the whole observation
+vocabulary: any status, and for a correct plan any speedup buckets, as a GPU judge reports them. The second
+plan does not depend on it, so the corpus teaches only that a plan follows any observation. Without these
+sequences the policy never saw an observation and wrote no plan after one; with only the CPU-mode
+observation (``st_correct e_na c_na``) 37.5% of the GPU run's second turns, after timed observations it had
+never seen, were invalid (benchmarks/results/toy_rl_gpu.md, second run).
 
 A held-out slice of the corpus tasks (``val_fraction``) reports ``val_nll``; metrics go to
 ``metrics.jsonl`` through ``research.rl.MetricsWriter``.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import time
+import zlib
 from dataclasses import dataclass
 
 import jax
@@ -54,9 +58,6 @@ def encode_corpus(
     """[N, L] ids and [N, L] target mask (1 on plan tokens and their <eos>, 0 on prompt and observation).
     Sequence i gets a second turn (the next corpus plan of its task) when ``i * share`` crosses an integer,
     so exactly ``share`` of them do, spread evenly."""
-    from .observations import observation_tokens
-
-    obs = tok.encode(observation_tokens("correct", {}))
     by_task: dict[str, list] = {}
     for task, plan in pairs:
         by_task.setdefault(task.id, []).append(plan)
@@ -68,12 +69,28 @@ def encode_corpus(
         others = [x for x in by_task[task.id] if x != plan]
         if others and int((i + 1) * multi_turn_share) > int(i * multi_turn_share):
             q2 = tok.encode_plan(others[i % len(others)])
+            obs = tok.encode(format_observation(i))
             seq, m = seq + obs + q2, m + [0] * len(obs) + [1] * len(q2)
         if len(seq) > seq_len:
             raise ValueError(f"corpus sequence of {len(seq)} tokens > seq_len {seq_len}")
         ids[i, : len(seq)] = seq
         mask[i, : len(seq)] = m
     return ids, mask
+
+
+def format_observation(i: int) -> list[str]:
+    """The observation of interaction-format sequence ``i``: 3 in 4 correct with speedup buckets drawn over
+    every bucket (``na`` included), else another status (untimed), chosen by a hash of ``i``."""
+    from .observations import BASELINES, SPEED_NAMES, STATUSES, observation_tokens
+
+    h = zlib.crc32(f"obs{i}".encode())
+    buckets = (*SPEED_NAMES, "na")
+    if h % 4:
+        mids = {"lt0.5": 0.3, "lt0.95": 0.8, "par": 1.0, "lt1.5": 1.2, "lt2": 1.7, "ge2": 3.0, "na": None}
+        picks = [buckets[(h >> (4 + 4 * j)) % len(buckets)] for j in range(len(BASELINES))]
+        return observation_tokens("correct", {b: mids[k] for b, k in zip(BASELINES, picks)})
+    others = [st for st in STATUSES if st != "correct"]
+    return observation_tokens(others[(h >> 4) % len(others)], {})
 
 
 def _nll(model, ids, mask, smoothing):
