@@ -214,6 +214,19 @@ def private_tmpdir():
         tempfile.tempdir = None
 
 
+def describe(pid: int) -> str:
+    """What a leaked process was (its command line, parent and age), so a leak seen once can be traced."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            cmd = " ".join(p.cmdline())[:200] or p.name()
+            return f"{cmd} (parent {p.ppid()}, {time.time() - p.create_time():.0f} s old, {p.status()})"
+    except psutil.Error as exc:
+        return f"gone by the report ({type(exc).__name__})"
+
+
 def settle_descendants(before: set[int], timeout_s: float = 15.0) -> set[int]:
     """Descendants started since ``before`` still alive after ``timeout_s`` (workers exit asynchronously)."""
     deadline = time.monotonic() + timeout_s
@@ -505,7 +518,7 @@ def report(
     ]
     if len(records) != expected:
         violations.append(f"{expected - len(records)} requests without a record")
-    violations += [f"process {pid} outlived the client" for pid in sorted(leaked_procs)]
+    violations += [f"process {pid} outlived the client: {describe(pid)}" for pid in sorted(leaked_procs)]
     violations += [f"$TMPDIR/{name} left behind" for name in sorted(leaked_tmp)]
     return {
         "benchmark": "soak",
