@@ -307,16 +307,28 @@ class SandboxClient:
         request = EvaluateRequest(
             id=request_id, reference=ref, solution=sol, workdir=str(workdir), judge=settings, env=env
         )
-        waited = time.perf_counter()
-        with self._fleet.run.acquire() as worker:
-            started = time.perf_counter()
-            durations["queued"] = round(durations.get("queued", 0.0) + started - waited, 3)
-            try:
-                reply = worker.call(request, self.config.run_timeout_s)
-            except WorkerFailure as exc:
-                return assemble.worker_failure(exc, exc.stage or "load")
-            finally:
-                durations["run"] = round(time.perf_counter() - started, 3)
+        first: str | None = None
+        while True:
+            waited = time.perf_counter()
+            with self._fleet.run.acquire() as worker:
+                started = time.perf_counter()
+                durations["queued"] = round(durations.get("queued", 0.0) + started - waited, 3)
+                try:
+                    reply = worker.call(request, self.config.run_timeout_s)
+                    break
+                except WorkerFailure as exc:
+                    failure = exc
+                finally:
+                    durations["run"] = round(durations.get("run", 0.0) + time.perf_counter() - started, 3)
+            # Killed at the host-memory limit in the judge's own code (judge.memory): the judge's failure,
+            # retried once (a fresh worker) with the smaller plan, as the judge's own out-of-memory errors.
+            if assemble.judges_memory(failure) and not request.memory_retry:
+                first, request.memory_retry = failure.detail, True
+                continue
+            report = assemble.worker_failure(failure, failure.stage or "load")
+            if first is not None and report["status"] == JUDGE_ERROR:
+                report["error"] += f"; the same with the smaller memory plan (first attempt: {first})"
+            return report
         payload = reply.payload
         if not isinstance(payload, dict):
             return assemble.judge_error("load", f"the run worker replied with a {type(payload).__name__}")
@@ -325,6 +337,9 @@ class SandboxClient:
         if payload.get("harness_error"):  # an exception in the worker outside the harness's own handling
             trace = str(payload["harness_error"])
             return assemble.judge_error("load", trace.strip().splitlines()[-1][:500], trace)
+        if first is not None:
+            text = f"the first attempt was killed in the judge's code ({first}): judged with the smaller plan"
+            payload.setdefault("messages", []).append(message("note", text))
         if reply.fatal and not payload.get("device_error"):
             payload.setdefault("messages", []).append(
                 message("note", "the candidate tampered with the worker process; the worker was replaced")

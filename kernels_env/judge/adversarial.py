@@ -64,8 +64,16 @@ def _plant_nan_inf(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     flat = x.reshape(-1).clone()
     n = flat.numel()
     k = max(1, n // 1000)
-    # Drawn where the tensor lives (a host permutation of a 33M-element input took ~2 s per call).
-    picks = torch.randperm(n, generator=gen, device=gen.device)[: 3 * k] if n >= 3 else torch.arange(n)
+    if n >= 3:
+        # 3k distinct positions over the whole tensor: one in each of 3k strata (n // 3k >= 333 elements),
+        # the strata shuffled. Drawn where the tensor lives, in O(k) memory: a permutation of all n cost
+        # 2-6x the input on a GPU (int64 indices, keys and sort buffers), cannot run there past 2**31
+        # elements, and on a host took ~2.6 s per 2**26 elements (KernelBench L1 #45 has 4.3e9).
+        stride = n // (3 * k)
+        strata = torch.randperm(3 * k, generator=gen, device=gen.device)
+        picks = strata * stride + torch.randint(stride, (3 * k,), generator=gen, device=gen.device)
+    else:
+        picks = torch.arange(n)
     picks = picks.to(flat.device)
     flat[picks[:k]] = float("nan")
     flat[picks[k : 2 * k]] = float("inf")

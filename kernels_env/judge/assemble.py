@@ -223,6 +223,11 @@ def worker_failure(exc: Any, stage: str) -> dict[str, Any]:
     tail = [message("log", exc.log_tail)] if exc.log_tail else []
     if exc.kind == "forgery":  # candidate code wrote to the protocol channel
         return {**forged(stage, exc.detail, exc.evidence), "messages": tail}
+    plan = exc.evidence.get("memory_plan") if exc.kind == "memory" else None
+    if judges_memory(exc):  # killed at the host-memory limit while the judge's code ran (judge.memory)
+        report = judge_error(stage, f"{exc.detail} (during {stage})")
+        note = message("note", "not the candidate's failure: no reward; see judge.memory_plan")
+        return {**report, "messages": [note, *tail], "memory_plan": plan}
     if exc.kind == "timeout":
         return {
             "status": TIMEOUT,
@@ -237,4 +242,10 @@ def worker_failure(exc: Any, stage: str) -> dict[str, Any]:
         "error": f"{exc.detail} (during {stage})",
         "messages": tail,
         "guard_enforced": True,
+        "memory_plan": plan,
     }
+
+
+def judges_memory(exc: Any) -> bool:
+    """A worker killed at its host-memory limit while the judge's (or the reference's) code ran."""
+    return exc.kind == "memory" and isinstance(exc.evidence, dict) and exc.evidence.get("owner") == "judge"

@@ -56,6 +56,7 @@ from ..guard._frames import PACKAGE_DIR, FrameClassifier
 from ..guard._watch import FORWARD, Watch
 from ..rules import policies
 from ..rules.result import message
+from .memory import Sections
 from .timing import copy_seconds
 
 JUDGE_DIR = PACKAGE_DIR  # the whole kernels_env package, not only judge/
@@ -191,6 +192,9 @@ class RequestGuard:
         self._problem_constants: dict[str, str] = {}
         self._may_catch: bool | None = None
         self._reused: list[Violation] = []  # output_reused seen in trial 0, raised by after_trials
+        # Whose code runs, for the supervisor's host-memory limit (the harness gives it the request's
+        # channel): entered around exactly the candidate's code below (loading, guarded forward, tripwires).
+        self.sections = Sections()
 
     def _trace_exceptions(self) -> bool:
         """The exception tracer is needed only where a candidate frame can catch an exception (see
@@ -211,11 +215,14 @@ class RequestGuard:
     def loading(self) -> Iterator[None]:
         """Import or construction of candidate code; violations are raised by ``after_load``."""
         before = ThreadSnapshot.capture()
-        with load_guard(
-            candidate_paths=self.candidate_paths,
-            reference_paths=self.reference_paths,
-            protected_paths=self.protected_paths,
-        ) as found:
+        with (
+            load_guard(
+                candidate_paths=self.candidate_paths,
+                reference_paths=self.reference_paths,
+                protected_paths=self.protected_paths,
+            ) as found,
+            self.sections.candidate(),
+        ):
             try:
                 yield
             finally:
@@ -299,6 +306,7 @@ class RequestGuard:
                 os_threads=not first,  # runtimes start helper threads lazily on the first call
                 trace_exceptions=self._trace_exceptions(),
             ) as g,
+            self.sections.candidate(),  # inside the guard: its own copies (entry, exit) are the judge's
         ):
             out = g(model, *inputs)
         if g.census is not None:
@@ -380,7 +388,7 @@ class RequestGuard:
         """The audit hook only (introspection, file writes, subprocesses) around unguarded candidate calls: no
         interception and no exception tracer, so the timed calls pay nothing measurable."""
         watch = Watch(self.classifier, FORWARD, self.protected_paths + self.reference_paths, False)
-        with watch:
+        with watch, self.sections.candidate():
             yield
         if watch.violations:
             raise GuardViolation(watch.violations)

@@ -51,7 +51,7 @@ from .diagnostics import exception_line
 from .enforce import RequestGuard, tainted
 from .families import run_families
 from .hygiene import reset_extension_versioner, restore_global_state
-from .inputs import clone, fresh_seed, make_inputs, spec
+from .inputs import clone, fresh_seed, make_inputs, nbytes, problem_module, spec
 from .loader import LoadError, ProblemError
 from .request import JudgeRequest, Progress
 from .timed_checks import input_sets as _input_sets
@@ -81,8 +81,13 @@ def _solution_display(source: Source) -> tuple[str, str | None]:
     return Path(source.name).name, None
 
 
-def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> dict[str, Any]:
+def evaluate(
+    req: EvaluateRequest, device: torch.device, progress: Progress, report: Callable[..., None] | None = None
+) -> dict[str, Any]:
+    """One request's record. ``report``: the supervisor's host-memory fields (``memory.Sections``)."""
     s = JudgeSettings.from_dict(req.judge)
+    sections = memory.Sections(report)
+    sections.send(owner="judge")  # until the candidate's import: the reference's and the judge's code
     workdir = Path(req.workdir)
     record: dict[str, Any] = {
         "status": None,
@@ -107,6 +112,7 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
             except LoadError as exc:
                 raise Verdict(exc.status, "load", exc.error, exc.messages) from None
             guard = RequestGuard(s.policy, device, sol_path.parent, ref_path)
+            guard.sections = sections
             guard.watch_problem(problem.loaded.module)
             failed = None
             with guard.loading():
@@ -118,7 +124,9 @@ def evaluate(req: EvaluateRequest, device: torch.device, progress: Progress) -> 
             restore_global_state()  # an import may not change how the reference computes
             if failed is not None:
                 raise Verdict(failed.status, "load", failed.error, failed.messages)
-            record.update(_judge(problem, loaded, model_new, s, device, progress, guard, record))
+            record.update(
+                _judge(problem, loaded, model_new, s, device, progress, guard, record, req.memory_retry)
+            )
         except Verdict as v:
             record.update(v.payload)
         except ProblemError as exc:
@@ -158,12 +166,14 @@ def _after_load(guard: RequestGuard, where: str) -> None:
         raise rejected(exc, "load") from None
 
 
-def _judge(problem, loaded, model_new, s, device: torch.device, progress: Progress, guard, record: dict):
+def _judge(problem, loaded, model_new, s, device, progress: Progress, guard, record: dict, retried: bool):
     """``_judge_once`` under the memory plan's out-of-memory rule (``kernels_env.judge.memory``): the
     candidate's own OOM with its promised headroom is its ``runtime_error``; the judge's OOM is retried once
-    with the smaller plan, then ``judge_error``. The plan in force is recorded in ``record``."""
+    with the smaller plan, then ``judge_error``. The plan in force is recorded in ``record``. ``retried``:
+    the client's retry after the judge's host-memory breach killed the first attempt (only the smaller plan).
+    """
     reason, plan = "", None
-    for retry in (False, True):
+    for retry in (True,) if retried else (False, True):
         record.pop("memory_plan", None)  # the plan in force: made anew by each attempt
         try:
             return _judge_once(problem, loaded, model_new, s, device, progress, guard, record, retry)
@@ -241,6 +251,7 @@ def _judge_once(problem, loaded, model_new, s, device, progress: Progress, guard
     progress("load", "memory plan")
     req.memory = _plan(req, run_ref, memory.param_bytes(ref_model), retry)
     record["memory_plan"] = req.memory.to_dict()
+    guard.sections.allow(req.memory.host_bytes, record["memory_plan"])  # kept if the worker is killed
     for trial in range(s.num_trials):
         if trial:
             memory.between_phases(req)  # the last trial's tensors are dead: free them before new inputs
@@ -295,6 +306,9 @@ def _plan(req: JudgeRequest, run_ref, params: int, retry: bool) -> memory.Memory
     """Measure the reference on fresh inputs (its answer is dropped before any candidate runs), then plan
     with the free memory that remains."""
     s, device = req.settings, req.device
+    shapes = _meta_inputs(req.problem)  # what the inputs will take, before any exist (None: unknown)
+    if shapes is not None:
+        req.guard.sections.allow(memory.measuring_host_bytes(nbytes(shapes), device.type))
     inputs = _call_problem("get_inputs()", make_inputs, req.problem, fresh_seed(), s.input_family, device)
     footprint = _call_problem("Model.forward", memory.measure, run_ref, inputs, params, device)
     del inputs
@@ -325,8 +339,8 @@ def _trial(req: JudgeRequest, new_model, runners, seed: int, trial: int) -> dict
     restore_global_state()  # what a candidate's forward changed must not shape the next inputs
     inputs = _call_problem("get_inputs()", make_inputs, problem, seed, s.input_family, guard.device)
     if trial == 0:
-        try:
-            loader.check_call(new_model.forward, clone(inputs), "ModelNew.forward", RUNTIME_ERROR)
+        try:  # binds the signature only (no call): no copy of the inputs needed
+            loader.check_call(new_model.forward, inputs, "ModelNew.forward", RUNTIME_ERROR)
         except LoadError as exc:
             raise Verdict(exc.status, "correctness", exc.error) from None
     if _order(s.order, trial) == "reference_first":
@@ -443,7 +457,13 @@ def _build_candidate(ref, loaded, model_new, init_inputs, s, device, weight_seed
     return new, sync
 
 
-def baselines(req: BaselineRequest, device: torch.device, env: Mapping[str, Any], progress: Progress) -> dict:
+def baselines(
+    req: BaselineRequest,
+    device: torch.device,
+    env: Mapping[str, Any],
+    progress: Progress,
+    report: Callable[..., None] | None = None,
+) -> dict:
     s = JudgeSettings.from_dict(req.judge)
     try:
         problem = loader.load_problem(
@@ -453,6 +473,12 @@ def baselines(req: BaselineRequest, device: torch.device, env: Mapping[str, Any]
         sample = _call_problem("get_inputs()", _input_sample, problem, device)
     except ProblemError as exc:
         return {"problem_error": str(exc)}
+    # Host memory the reference's timing holds (judge.memory): on a CPU its input sets, output and
+    # temporaries; on a GPU one set of inputs built on the host.
+    one = max(nbytes(sample), 1)
+    sets = max(1, min(int(s.timing["num_input_sets"]), memory.INPUT_BYTES_BUDGET[device.type] // one))
+    more_sets = (sets - 1) * one if device.type == "cpu" else 0
+    memory.Sections(report).allow(memory.measuring_host_bytes(one, device.type) + more_sets)
     modes = [m for m in req.modes if device.type == "cuda" or m == "eager"]
     skipped = {
         m: {"skipped": "torch.compile baselines are measured on a GPU only"}
@@ -481,6 +507,16 @@ def baselines(req: BaselineRequest, device: torch.device, env: Mapping[str, Any]
     out = cached_baselines(cache, keys, compute)
     state.clear()
     return {"baselines": {**out, **skipped}, "comparable": device.type == "cuda"}
+
+
+def _meta_inputs(problem) -> list[Any] | None:
+    """The task's inputs on the meta device (shapes and dtypes, no data), from a fresh module; None when its
+    ``get_inputs`` cannot run there."""
+    try:
+        with torch.device("meta"):
+            return list(problem_module(problem).get_inputs())
+    except Exception:  # noqa: BLE001 - data-dependent inputs (numpy, ...): unknown until built
+        return None
 
 
 def _input_sample(problem, device: torch.device) -> list[Any]:

@@ -10,6 +10,8 @@ task's distribution; the adversarial families (NaN/Inf, denormals, ...) register
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import types
@@ -20,6 +22,9 @@ import torch
 
 InputFamily = Callable[[Any, int], list[Any]]
 FAMILIES: dict[str, InputFamily] = {}
+# The device ``make_inputs`` builds for (None: where the task's factories put them), for ``random_inputs``:
+# every family starts from it, so each family's own transformation runs on the device too.
+_DEVICE: contextvars.ContextVar[torch.device | None] = contextvars.ContextVar("kernels_env_inputs_device")
 
 
 def register_family(name: str) -> Callable[[InputFamily], InputFamily]:
@@ -66,6 +71,27 @@ def problem_module(problem: Any) -> Any:
 
 @register_family("random")
 def random_inputs(problem: Any, seed: int) -> list[Any]:
+    """The task's own ``get_inputs()`` under ``seed``; inside ``make_inputs`` for a GPU, built there."""
+    device = _DEVICE.get(None)
+    if device is not None and device.type == "cuda":
+        try:  # the task's factories (torch.rand, ...) run on the GPU: much faster for large inputs
+            with torch.device(device):
+                module = problem_module(problem)
+                torch.manual_seed(seed)
+                return list(module.get_inputs())
+        except Exception as exc:
+            from .memory import is_oom
+
+            if is_oom(exc):
+                # The judge's own out-of-memory (its plan decides what fits): never a second build on the
+                # host, whose copy of a 16 GiB input crossed the host-memory limit (H200, KernelBench L1 #45).
+                raise
+        # A task that needs host tensors while building its inputs (numpy, ...): built there (one set of the
+        # inputs on the host, briefly: ``MemoryPlan.host_bytes``), then moved before any family changes them.
+        with torch.device("cpu"):
+            module = problem_module(problem)
+            torch.manual_seed(seed)
+            return to_device(list(module.get_inputs()), device)
     module = problem_module(problem)
     torch.manual_seed(seed)
     return list(module.get_inputs())
@@ -75,20 +101,22 @@ def make_inputs(
     problem: Any, seed: int, family: str = "random", device: torch.device | str | None = None
 ) -> list:
     """The task's forward arguments for one trial, moved to ``device``; the global RNG is reseeded afterwards
-    from OS entropy so nothing downstream can replay the seed. Every call returns new storage."""
+    from OS entropy so nothing downstream can replay the seed. Every call returns new storage.
+
+    On a GPU the task's inputs are built there (``random_inputs``) and the family transforms them there: no
+    step of it keeps a host copy of the inputs, and an out-of-memory error is raised, not retried on the
+    host (once a device failure of any step rebuilt the whole family on the host: 16 GiB of CPU tensors, a
+    host randperm of 4e9 elements)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown input family {family!r}; known: {sorted(FAMILIES)}")
-    inputs = None
-    if device is not None and torch.device(device).type == "cuda":
-        try:  # the task's factories (torch.rand, ...) run on the GPU: much faster for large inputs
-            with torch.device(device):
-                inputs = FAMILIES[family](problem, seed)
-        except ValueError:
-            raise  # the family does not apply to this task: same answer on any device
-        except Exception:  # a task that needs CPU tensors while building its inputs: build them there
-            inputs = None
-    if inputs is None:
-        inputs = FAMILIES[family](problem, seed)
+    target = torch.device(device) if device is not None else None
+    token = _DEVICE.set(target)
+    try:
+        cuda = target is not None and target.type == "cuda"
+        with torch.device(target) if cuda else contextlib.nullcontext():  # the family's factories too
+            inputs = FAMILIES[family](problem, seed)
+    finally:
+        _DEVICE.reset(token)
     torch.manual_seed(fresh_seed())
     return to_device(inputs, device) if device is not None else inputs
 

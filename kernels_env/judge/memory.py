@@ -23,6 +23,16 @@ family only where it fits (else ``skipped`` with the reason) and says whether th
 batch. ``plan`` is a pure function (footprint and free bytes in, plan out); the judge records it in the
 verdict (``judge.memory_plan``).
 
+Host memory: the supervisor kills a run worker whose RSS passes ``SandboxConfig.memory_limit_gb`` plus the
+plan's ``host_bytes``, what the judge and the reference hold on the host at their peak. On a CPU that is all
+of the above: the tightest phase the plan runs, the comparisons' chunked temporaries, the reference's
+parameters, and one footprint (two in the retry) for what the estimate leaves out (the task's temporaries
+while it builds inputs; the reference's workspace, which a CPU cannot measure). On a GPU it is one set of
+inputs (a task whose ``get_inputs`` needs host tensors builds them there before they move); nothing else the
+judge holds on the host grows with the task. ``Sections`` tells the supervisor that allowance and whose code
+runs: a breach while the candidate's code runs is its ``runtime_error``; one in the judge's (or the
+reference's) code is the judge's, retried once by the client with the smaller plan, then ``judge_error``.
+
 Out of memory: an OOM raised inside the candidate's own code while the plan left it its full headroom is the
 candidate's ``runtime_error``; an OOM in judge code (inputs, the reference, the guard, comparisons) or with
 less headroom than promised is the judge's: the request is retried once with the smaller plan
@@ -32,9 +42,10 @@ less headroom than promised is the judge's: the request is retried once with the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +88,7 @@ class MemoryPlan:
     headroom_bytes: int = 0  # left for the candidate in the tightest phase the plan runs
     trials_fit: bool = True  # False: even the trials (which always run) exceed the estimate; an OOM is ours
     retry: bool = False
+    host_bytes: int = 0  # host memory the judge and the reference may hold on top of the worker's limit
 
     @property
     def headroom_ok(self) -> bool:
@@ -134,6 +146,8 @@ def plan(
         if grown + int(SHAPE_GROWTH * headroom) <= usable:
             growth, needs["shape"] = SHAPE_GROWTH, grown
     tightest = max(needs.values())
+    slack = (2 if retry else 1) * f.total + scan_bytes(f) + f.params  # and the reference's parameters
+    host = tightest + slack if device_type == "cpu" else f.inputs
     return MemoryPlan(
         footprint=f,
         free_bytes=int(free_bytes),
@@ -144,7 +158,56 @@ def plan(
         headroom_bytes=max(0, usable - tightest),
         trials_fit=needs["trials"] <= usable,
         retry=retry,
+        host_bytes=int(host),
     )
+
+
+SCAN_CHUNK = 1 << 24  # elements per step of the comparisons and guard checks (compare.CHUNK, guard._outputs)
+
+
+def scan_bytes(f: Footprint) -> int:
+    """The comparisons' own temporaries: about seven float64 copies of a chunk of the output (values, their
+    difference, the tolerance, masks), 14x the output for 4-byte elements below a chunk; at most ~0.9 GiB
+    (CPU-measured; on a GPU the same bytes sit in ``RESERVE``)."""
+    return min(14 * f.outputs, 7 * 8 * SCAN_CHUNK)
+
+
+def measuring_host_bytes(input_bytes: int, device_type: str) -> int:
+    """The host allowance while the footprint is measured (inputs by their shapes, before any exist): on a
+    CPU the inputs, the reference's output and its temporaries (taken as one input each); on a GPU one set
+    of inputs built on the host."""
+    return 3 * input_bytes if device_type == "cpu" else input_bytes
+
+
+class Sections:
+    """What the run worker tells its supervisor, which enforces the host-memory limit (see the module doc):
+    the allowance of the judge and the reference (``allow``), and whose code runs (``candidate``: entered
+    around every call of the candidate's code, by ``enforce.RequestGuard``; the judge's code otherwise).
+    ``report`` sends fields of a progress message on the request's authenticated channel; it lives only
+    here, in the request's guard (module state would let candidate code raise its own limit)."""
+
+    def __init__(self, report: Callable[..., None] | None = None):
+        self._report = report
+        self._depth = 0
+
+    def send(self, **fields: Any) -> None:
+        if self._report is not None:
+            self._report(**fields)
+
+    def allow(self, host_bytes: int, plan: dict[str, Any] | None = None) -> None:
+        self.send(host_bytes=int(host_bytes), memory_plan=plan)
+
+    @contextlib.contextmanager
+    def candidate(self) -> Iterator[None]:
+        self._depth += 1
+        if self._depth == 1:
+            self.send(owner="candidate")
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self.send(owner="judge")
 
 
 def _too_big(name: str, need: int, headroom: int, usable: int) -> str:

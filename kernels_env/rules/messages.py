@@ -81,6 +81,8 @@ class EvaluateRequest:
     judge: dict[str, Any]  # resolved judge settings (kernels_env.rules.protocols.resolve)
     env: dict[str, str] = field(default_factory=dict)
     nonce: str = ""
+    # The first attempt's worker was killed at the host-memory limit in judge code: the smaller plan only.
+    memory_retry: bool = False
 
 
 @dataclass
@@ -120,7 +122,10 @@ class ToolRequest:
 
 @dataclass
 class Progress:
-    """A run worker entered a stage of a request (tells a timeout where the candidate hung)."""
+    """A run worker entered a stage of a request (tells a timeout where the candidate hung). An empty
+    ``stage`` changes none; the other fields tell the host-memory limit (``kernels_env.judge.memory``) whose
+    code runs (``owner``: judge | candidate), what the judge and the reference may hold on top of the limit
+    (``host_bytes``) and the memory plan (kept for the verdict when the worker is killed)."""
 
     kind: ClassVar[str] = "progress"
     id: str
@@ -128,6 +133,9 @@ class Progress:
     detail: str = ""
     nonce: str = ""
     seq: int = 0
+    owner: str = ""
+    host_bytes: int | None = None
+    memory_plan: dict[str, Any] | None = None
 
 
 @dataclass

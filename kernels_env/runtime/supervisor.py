@@ -79,6 +79,7 @@ class Worker:
         self.hello: messages.Hello | None = None
         self.requests = 0
         self._buffer = b""
+        self.last_progress: tuple[float, str, str] | None = None  # (monotonic s, stage, detail): diagnostics
 
     def start(self) -> messages.Hello:
         self.kill()
@@ -200,6 +201,9 @@ class Worker:
         is a forgery (only candidate code, never the worker, writes such lines)."""
         stage = ""
         seq = 0
+        # The host-memory limit of this request (kernels_env.judge.memory): the worker's own plus what the
+        # judge and the reference may hold (``host_bytes``, at most the machine's memory); whose code runs.
+        memory = {"owner": "", "host_bytes": 0, "memory_plan": None}
         sel = selectors.DefaultSelector()
         fd = self.proc.stdout.fileno()
         sel.register(fd, selectors.EVENT_READ)
@@ -224,7 +228,10 @@ class Worker:
                             self._forgery(f"a {msg.kind} without the request's nonce/sequence", line, stage)
                         seq += 1
                     if isinstance(msg, messages.Progress):
-                        stage = msg.stage
+                        stage = msg.stage or stage
+                        _memory_fields(memory, msg)
+                        if msg.stage:
+                            self.last_progress = (time.monotonic(), msg.stage, msg.detail)
                         continue
                     if request_id is not None and getattr(msg, "id", None) != request_id:
                         self.kill()
@@ -251,14 +258,13 @@ class Worker:
                             self.log_tail(),
                         )
                     rss = self._rss()
-                    if rss > self.memory_limit_bytes:
+                    limit = self.memory_limit_bytes + memory["host_bytes"]
+                    if rss > limit and (b"\n" in self._buffer or self._pending()):
+                        next_memory_check = 0.0  # first what the worker already said (whose code runs)
+                    elif rss > limit:
                         self.kill()
                         raise WorkerFailure(
-                            "memory",
-                            f"host memory {rss / 2**30:.2f} GiB exceeded the limit of "
-                            f"{self.memory_limit_bytes / 2**30:.2f} GiB",
-                            stage,
-                            self.log_tail(),
+                            "memory", _memory_text(rss, limit, memory), stage, self.log_tail(), dict(memory)
                         )
                 if sel.select(timeout=min(POLL_S, max(deadline - now, 0.0))):
                     chunk = os.read(fd, 1 << 20)
@@ -303,6 +309,26 @@ class Worker:
             return ""
 
 
+def _memory_fields(memory: dict[str, Any], msg: messages.Progress) -> None:
+    if msg.owner in ("judge", "candidate"):
+        memory["owner"] = msg.owner
+    if isinstance(msg.host_bytes, int) and msg.host_bytes >= 0:
+        memory["host_bytes"] = min(msg.host_bytes, psutil.virtual_memory().total)
+    if isinstance(msg.memory_plan, dict):
+        memory["memory_plan"] = msg.memory_plan
+
+
+def _memory_text(rss: int, limit: int, memory: dict[str, Any]) -> str:
+    text = f"host memory {rss / 2**30:.2f} GiB exceeded the limit of {limit / 2**30:.2f} GiB"
+    if memory["host_bytes"]:
+        allowed = memory["host_bytes"]
+        size = f"{allowed / 2**30:.2f} GiB" if allowed >= 2**30 else f"{allowed / 2**20:.1f} MiB"
+        text += f" ({size} of it for the judge and the reference)"
+    if memory["owner"] == "judge":
+        text += " while the judge's code ran"
+    return text
+
+
 def _exit_text(code: int | None) -> str:
     if code is None:
         return "worker exited"
@@ -322,6 +348,7 @@ class WorkerPool:
 
     def __init__(self, workers: list[Worker], max_requests: int = 0, standbys: list[Worker] | None = None):
         self.workers = list(workers)
+        self.members = [*self.workers, *(standbys or [])]  # every Worker object this pool runs (diagnostics)
         self.max_requests = max_requests
         self._standby: dict[int, Worker | None] = dict(enumerate(standbys or []))
         self._slot = {id(w): i for i, w in enumerate(self.workers)}
@@ -368,7 +395,9 @@ class WorkerPool:
                 worker = self._idle.get(timeout=1.0)
             except queue.Empty:
                 continue
-            if worker.alive and worker.stray_output():  # a leftover writer of the previous candidate
+            # A leftover writer of the previous candidate, or a worker that died while idle (handed out, its
+            # "not running" failure became the next candidate's runtime_error): replaced, never handed out.
+            if not worker.alive or worker.stray_output():
                 self._replace(worker)
                 continue
             break

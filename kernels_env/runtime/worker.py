@@ -160,6 +160,14 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
 
         return progress
 
+    def report_for(request_id: str):
+        """Fields of a progress message that changes no stage (the host-memory limit's: judge.memory)."""
+
+        def report(**fields: Any) -> None:
+            channel.send(messages.Progress(id=request_id, stage="", **fields))
+
+        return report
+
     for line in requests:
         msg = messages.decode(line)
         if isinstance(msg, messages.Shutdown):
@@ -170,9 +178,9 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
         profiler = _request_profiler()
         try:
             if isinstance(msg, messages.EvaluateRequest):
-                payload = harness.evaluate(msg, device, progress_for(msg.id))
+                payload = harness.evaluate(msg, device, progress_for(msg.id), report_for(msg.id))
             elif isinstance(msg, messages.BaselineRequest):
-                payload = harness.baselines(msg, device, env, progress_for(msg.id))
+                payload = harness.baselines(msg, device, env, progress_for(msg.id), report_for(msg.id))
             elif isinstance(msg, messages.ToolRequest):
                 from ..tools._serve import serve_in_process
 

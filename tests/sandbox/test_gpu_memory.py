@@ -7,8 +7,10 @@ repository or next to it); never copied into the repository. scripts/gpu_memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -46,6 +48,38 @@ def _report(fields: dict) -> None:
             f.write(json.dumps(fields, default=str) + "\n")
 
 
+def _worker_stages(sb) -> str:
+    """The run workers' latest progress (stage: detail, seconds ago), newest first."""
+    seen = sorted((w.last_progress, w.name, w.alive) for w in sb._fleet.run.members if w.last_progress)
+    now = time.monotonic()
+    return (
+        "; ".join(
+            f"{name}{'' if alive else ' (dead)'}: {stage}: {detail} ({now - t:.0f} s ago)"
+            for (t, stage, detail), name, alive in reversed(seen)
+        )
+        or "no progress yet (compile stage, or a worker starting)"
+    )
+
+
+@contextlib.contextmanager
+def _progress(sb, name: str, every_s: float = 10.0):
+    """Per-case progress lines (``PROGRESS``): a run cut by its time limit still says where each case was."""
+    t0, done = time.monotonic(), threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            with contextlib.suppress(Exception):  # diagnostics only: never what fails the case
+                print(f"PROGRESS {name} {time.monotonic() - t0:.0f} s: {_worker_stages(sb)}", flush=True)
+
+    print(f"PROGRESS {name} started", flush=True)
+    threading.Thread(target=beat, daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+        print(f"PROGRESS {name} ended after {time.monotonic() - t0:.0f} s", flush=True)
+
+
 @pytest.mark.parametrize("name", LARGEST)
 def test_largest_problems_are_judged_without_a_judge_oom(gpu, name):
     root = kernelbench_dir()
@@ -53,9 +87,9 @@ def test_largest_problems_are_judged_without_a_judge_oom(gpu, name):
         pytest.skip("KernelBench problems not found (set KERNELBENCH_DIR or provide shared/kernelbench)")
     t0 = time.monotonic()
     try:
-        res = gpu.evaluate(
-            root / "level1" / f"{name}.py", SOLUTIONS / f"{name}.py", judge=JudgeConfig(baselines=["eager"])
-        )
+        with _progress(gpu, name):
+            problem, solution = root / "level1" / f"{name}.py", SOLUTIONS / f"{name}.py"
+            res = gpu.evaluate(problem, solution, judge=JudgeConfig(baselines=["eager"]))
     except Exception as exc:  # the client must always answer with a verdict: record what it did instead
         _report(
             {"test": "memory_plan", "problem": name, "raised": repr(exc), "wall_s": time.monotonic() - t0}
