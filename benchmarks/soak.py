@@ -84,9 +84,12 @@ def spin_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     acc = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     total = tl.sum(acc, axis=0) + 1.0
-    while total > 0.0:  # never false: a kernel that does not end
-        total = total + 1.0
-    tl.store(y_ptr + offs, acc, mask=offs < n)
+    # Never false: a kernel that does not end. The loop reads memory (volatile: every iteration) and its
+    # result is stored: the first form (total += 1, result unused) was compiled away on the GPU, so the
+    # "hang" returned at once and was judged correct (H200 soak, 2026-12-01).
+    while total > 0.0:
+        total = total + 1.0 + 0.0 * tl.load(x_ptr, volatile=True)
+    tl.store(y_ptr + offs, acc + 0.0 * total, mask=offs < n)
 
 
 @triton.jit

@@ -11,13 +11,16 @@ hands out workers one request at a time and restarts dead ones in the background
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import queue
 import secrets
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -80,6 +83,7 @@ class Worker:
         self.requests = 0
         self._buffer = b""
         self.last_progress: tuple[float, str, str] | None = None  # (monotonic s, stage, detail): diagnostics
+        self.tmpdir: str | None = None  # this process's TMPDIR, removed with it
 
     def start(self) -> messages.Hello:
         self.kill()
@@ -87,6 +91,14 @@ class Worker:
             self.log_path.unlink()
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        # A private TMPDIR per process, removed when it is killed: what a killed worker's tools had open
+        # (gcc's cc*.s of a Triton launcher build, Python TemporaryDirectory) was left in /tmp otherwise
+        # (H200 soak, 2026-12-01). torch.compile's cache stays where it was: shared and persistent.
+        parent_tmp = tempfile.gettempdir()
+        user = getpass.getuser().replace("\\", "_")  # torch's own default name for it
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(parent_tmp, f"torchinductor_{user}"))
+        self.tmpdir = tempfile.mkdtemp(prefix=f"kernels_env-{self.name}-", dir=parent_tmp)
+        env.update(TMPDIR=self.tmpdir, TMP=self.tmpdir, TEMP=self.tmpdir)
         worker = "kernels_env.runtime.worker"
         cmd = [sys.executable, "-m", worker, "--role", self.role, "--device", self.device]
         root = str(Path(__file__).resolve().parents[2])
@@ -130,6 +142,12 @@ class Worker:
         for stream in (proc.stdin, proc.stdout):
             with contextlib.suppress(Exception):
                 stream.close()
+        self._remove_tmpdir()
+
+    def _remove_tmpdir(self) -> None:
+        tmp, self.tmpdir = self.tmpdir, None
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def request_shutdown(self) -> None:
         if self.alive:

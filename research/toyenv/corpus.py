@@ -83,7 +83,8 @@ class CorpusConfig:
         ):
             if weights and (len(weights) != len(opts) or min(weights) < 0 or sum(weights) <= 0):
                 raise ValueError(
-                    f"corpus {name}_weights must be one non-negative weight per option ({len(opts)}), got {weights}"
+                    f"corpus {name}_weights must be one non-negative weight per option "
+                    f"({len(opts)}), got {weights}"
                 )
 
 

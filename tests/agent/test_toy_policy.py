@@ -126,4 +126,3 @@ def test_make_demo_command_on_two_tasks(tmp_path):
     for rec in results:
         assert f"{rec['task']}: {rec['status']}, reward " in text
     assert "heldout" in proc.stdout and "pass" in proc.stdout and "wrote" in proc.stdout
-

@@ -4,7 +4,10 @@ request on the same client succeeds; malformed solutions get clear verdicts."""
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
+import psutil
 import pytest
 
 from kernels_env.client import SandboxClient
@@ -187,3 +190,22 @@ def test_sys_exit_in_forward_is_a_runtime_error(client):
     res = check(client.evaluate(REF, relu_with("import sys\nsys.exit(0)"), judge=FAST), "runtime_error")
     assert "SystemExit" in res["error"]
     check(client.evaluate(REF, GOOD, judge=FAST), "correct")
+
+
+def test_a_killed_workers_temporary_files_go_with_it(tmp_path):
+    """Each worker process has its own TMPDIR, removed when the process is killed: files its tools left
+    (gcc's cc*.s, a TemporaryDirectory) after a kill no longer pile up in /tmp."""
+    from kernels_env.runtime.supervisor import Worker
+
+    w = Worker("run", "cpu", {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}, tmp_path, "tmpcheck",
+               memory_limit_bytes=8 * 2**30, startup_timeout_s=120)  # fmt: skip
+    w.start()
+    try:
+        tmp = Path(w.tmpdir)
+        assert tmp.is_dir() and tmp.parent == Path(tempfile.gettempdir())
+        env = psutil.Process(w.proc.pid).environ()
+        assert env["TMPDIR"] == str(tmp) and env["TORCHINDUCTOR_CACHE_DIR"].startswith(tempfile.gettempdir())
+        (tmp / "ccLeft.s").write_text("left by a tool the kill cut short")
+    finally:
+        w.kill()
+    assert not tmp.exists() and w.tmpdir is None

@@ -61,6 +61,25 @@ def test_corpus_config_refuses_optimised_settings():
         CorpusConfig(blocks=[1024, 2048])
     with pytest.raises(ValueError, match="unoptimised"):
         CorpusConfig(warps=[8])
+    with pytest.raises(ValueError, match="block_weights"):
+        CorpusConfig(blocks=[32, 64], block_weights=[1.0])
+
+
+def test_corpus_settings_follow_their_weights(tasks):
+    """Naive tiles are the likeliest (the pretrained greedy plan is slow); the others stay present."""
+    from collections import Counter
+
+    cfg = CorpusConfig(plans_per_task=1)
+    pairs = corpus_plans(corpus_tasks(SMALL, 400), cfg)
+    blocks = Counter(k.block for _, p in pairs for k in p.kernels if k.block)
+    warps = Counter(k.warps for _, p in pairs for k in p.kernels)
+    assert blocks.most_common(1)[0][0] == 32 and set(blocks) == set(cfg.blocks)
+    assert warps.most_common(1)[0][0] == 1 and set(warps) == set(cfg.warps)
+    uniform = CorpusConfig(plans_per_task=1, block_weights=[], warp_weights=[])
+    flat = Counter(
+        k.block for _, p in corpus_plans(corpus_tasks(SMALL, 400), uniform) for k in p.kernels if k.block
+    )
+    assert flat[32] < blocks[32]
 
 
 def test_corpus_tasks_avoid_held_out_chains(tasks):
