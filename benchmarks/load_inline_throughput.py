@@ -129,6 +129,7 @@ def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) ->
                 "status": r["status"],
                 "error": (r.get("error") or "")[:200],
                 **{p: r["durations_s"].get(p) for p in PHASES},
+                "builds": _builds(r),
             }
             for r in results
         ],  # fmt: skip
@@ -140,6 +141,12 @@ def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) ->
             "first_compile_s": results[0]["durations_s"].get("compile"),
         },
     }
+
+
+def _builds(result: dict) -> list[dict]:
+    """Per extension build: its path (fast / plain / plain-after-fast), shared PCH or not, wall seconds."""
+    builds = result["durations_s"].get("builds") or []
+    return [{k: b.get(k) for k in ("path", "use_pch", "ok", "s")} for b in builds]
 
 
 def _commit() -> str | None:

@@ -297,11 +297,15 @@ class SandboxClient:
             started = time.perf_counter()
             durations["queued"] = round(started - waited, 3)
             try:
-                return worker.call(request, timeout + 60).payload
+                payload = worker.call(request, timeout + 60).payload
             except WorkerFailure as exc:
                 return assemble.worker_failure(exc, "compile")
             finally:
                 durations["compile"] = round(time.perf_counter() - started, 3)
+        builds = assemble.build_records(payload)
+        if builds:  # which build path built each extension, and in how long
+            durations["builds"] = builds
+        return payload
 
     def _run_stage(self, request_id, ref, sol, workdir, env, settings, durations) -> dict[str, Any]:
         request = EvaluateRequest(

@@ -162,29 +162,43 @@ torch::Tensor {name}_forward({tensors}) {{
   return out;
 }}"""
 
-# rows: one block per row; (init, accumulate, combine, finish) of the block reduction, or a normalisation.
+# rows: one block per row; (init, accumulate, combine op, finish) of the block reduction, or a normalisation.
 ROW_REDUCE = {
-    "row_sum": ("0.0f", "acc += v;", "a + b", "acc"),
-    "row_max": ("-INFINITY", "acc = fmaxf(acc, v);", "fmaxf(a, b)", "acc"),
-    "row_mean": ("0.0f", "acc += v;", "a + b", "acc / (float)cols"),
-    "row_l2norm": ("0.0f", "acc += v * v;", "a + b", "sqrtf(acc)"),
+    "row_sum": ("0.0f", "acc += v;", "SumOp", "acc"),
+    "row_max": ("-INFINITY", "acc = fmaxf(acc, v);", "MaxOp", "acc"),
+    "row_mean": ("0.0f", "acc += v;", "SumOp", "acc / (float)cols"),
+    "row_l2norm": ("0.0f", "acc += v * v;", "SumOp", "sqrtf(acc)"),
 }
+# The combine steps are functor structs, not ``[] __device__`` lambdas: those need nvcc's --extended-lambda,
+# which load_inline does not pass (and KernelBench solutions are built without).
 ROW_COMMON = """
-template <typename F>
-__device__ float block_reduce(float value, F combine) {
+struct SumOp {
+  __device__ static float identity() { return 0.0f; }
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ static float identity() { return -INFINITY; }
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Block-wide reduction (blockDim.x a multiple of 32, at most 1024): shuffles within each warp, then warp 0
+// over the per-warp partials, its lanes past the last warp holding the identity. All threads get the result.
+template <typename Op>
+__device__ float block_reduce(float value, Op op) {
   __shared__ float partial[32];
+  __shared__ float result;
   for (int offset = 16; offset > 0; offset >>= 1)
-    value = combine(value, __shfl_down_sync(0xffffffff, value, offset));
+    value = op(value, __shfl_down_sync(0xffffffff, value, offset));
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) partial[warp] = value;
   __syncthreads();
-  int warps = (blockDim.x + 31) >> 5;
-  value = threadIdx.x < warps ? partial[threadIdx.x] : partial[0];
-  if (warp == 0)
+  if (warp == 0) {
+    int warps = (blockDim.x + 31) >> 5;
+    value = lane < warps ? partial[lane] : Op::identity();
     for (int offset = 16; offset > 0; offset >>= 1)
-      value = combine(value, __shfl_down_sync(0xffffffff, value, offset));
-  __shared__ float result;
-  if (threadIdx.x == 0) result = value;
+      value = op(value, __shfl_down_sync(0xffffffff, value, offset));
+    if (lane == 0) result = value;
+  }
   __syncthreads();
   return result;
 }
@@ -194,7 +208,7 @@ __global__ void {name}_kernel(const float* __restrict__ x, float* __restrict__ o
   const float* row = x + (int64_t)blockIdx.x * cols;
   float acc = {init};
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {{ float v = row[c]; {acc} }}
-  acc = block_reduce(acc, [] __device__ (float a, float b) {{ return {combine}; }});
+  acc = block_reduce(acc, {combine}());
   if (threadIdx.x == 0) out[blockIdx.x] = {finish};
 }}
 """
@@ -205,10 +219,10 @@ __global__ void {name}_kernel(const float* __restrict__ x, float* __restrict__ o
   float* dst = out + (int64_t)blockIdx.x * cols;
   float m = -INFINITY;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
-  m = block_reduce(m, [] __device__ (float a, float b) {{ return fmaxf(a, b); }});
+  m = block_reduce(m, MaxOp());
   float s = 0.0f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += expf(row[c] - m);
-  s = block_reduce(s, [] __device__ (float a, float b) {{ return a + b; }});
+  s = block_reduce(s, SumOp());
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = expf(row[c] - m) / s;
 }}
 """,
@@ -218,7 +232,7 @@ __global__ void {name}_kernel(const float* __restrict__ x, float* __restrict__ o
   float* dst = out + (int64_t)blockIdx.x * cols;
   float s = 0.0f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += row[c] * row[c];
-  s = block_reduce(s, [] __device__ (float a, float b) {{ return a + b; }});
+  s = block_reduce(s, SumOp());
   float scale = rsqrtf(s / (float)cols + 1e-6f);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = row[c] * scale;
 }}
@@ -228,10 +242,10 @@ __global__ void {name}_kernel(const float* __restrict__ x, float* __restrict__ o
   const float* row = x + (int64_t)blockIdx.x * cols;
   float m = -INFINITY;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
-  m = block_reduce(m, [] __device__ (float a, float b) {{ return fmaxf(a, b); }});
+  m = block_reduce(m, MaxOp());
   float s = 0.0f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += expf(row[c] - m);
-  s = block_reduce(s, [] __device__ (float a, float b) {{ return a + b; }});
+  s = block_reduce(s, SumOp());
   if (threadIdx.x == 0) out[blockIdx.x] = m + logf(s);
 }}
 """,

@@ -52,6 +52,30 @@ def not_run(compile_report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+BUILD_PATHS = ("fast", "plain", "plain-after-fast")  # kernels_env.judge.fast_build
+
+
+def build_records(report: Any, limit: int = 16) -> list[dict[str, Any]]:
+    """The compile stage's extension builds for ``durations_s["builds"]``: builder, name, which build path
+    built it (``fast``, ``plain``, ``plain-after-fast``), whether with the shared PCH, whether it succeeded,
+    wall seconds. Coerced: the compile child that wrote them ran candidate code."""
+    builds = report.get("builds") if isinstance(report, dict) else None
+    out = []
+    for b in builds[:limit] if isinstance(builds, list) else []:
+        if not isinstance(b, dict):
+            continue
+        seconds = b.get("s")
+        out.append({
+            "builder": _text(b.get("builder"), 40),
+            "name": _text(b.get("name"), 200),
+            "path": b.get("path") if b.get("path") in BUILD_PATHS else "plain",
+            "use_pch": b.get("use_pch") is True,
+            "ok": b.get("ok") is True,
+            "s": float(seconds) if isinstance(seconds, int | float) and math.isfinite(seconds) else None,
+        })  # fmt: skip
+    return out
+
+
 def judge_error(stage: str, error: str, trace: str = "") -> dict[str, Any]:
     """A report for the judge's own failure (an exception, a malformed reply): no reward, its traceback."""
     return {

@@ -14,6 +14,7 @@ import inspect
 import os
 import re
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -159,21 +160,34 @@ def install_build_hooks(build_only: bool, cache_dir: str) -> None:
             stubs = cpu_link_stubs(cache_dir)
             kwargs["extra_ldflags"] = [*(kwargs.get("extra_ldflags") or []), f"-L{stubs}"]
 
+    def recorded(entry: dict[str, Any], build):
+        """Run ``build`` with ``entry`` in BUILDS: its wall seconds, whether it succeeded (``path``, the
+        fast build path's, is ``plain`` unless fast_build says otherwise)."""
+        entry.update(path="plain", ok=False)
+        BUILDS.append(entry)
+        started = time.perf_counter()
+        try:
+            result = build()
+            entry["ok"] = True
+            return result
+        finally:
+            entry["s"] = round(time.perf_counter() - started, 3)
+
     @functools.wraps(orig_inline)
     def load_inline(name, cpp_sources, cuda_sources=None, *args, **kwargs):
         cuda = bool(cuda_sources)
         use_pch = bool(kwargs.get("use_pch"))
-        BUILDS.append({"builder": "load_inline", "name": name, "cuda": cuda, "use_pch": use_pch})
         _prepare(kwargs, cuda)
-        return orig_inline(name, cpp_sources, cuda_sources, *args, **kwargs)
+        entry = {"builder": "load_inline", "name": name, "cuda": cuda, "use_pch": use_pch}
+        return recorded(entry, lambda: orig_inline(name, cpp_sources, cuda_sources, *args, **kwargs))
 
     @functools.wraps(orig_load)
     def load(name, sources, *args, **kwargs):
         srcs = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
         cuda = any(str(s).endswith((".cu", ".cuh")) for s in srcs)
-        BUILDS.append({"builder": "cpp_extension", "name": name, "cuda": cuda})
         _prepare(kwargs, cuda)
-        return orig_load(name, sources, *args, **kwargs)
+        entry = {"builder": "cpp_extension", "name": name, "cuda": cuda}
+        return recorded(entry, lambda: orig_load(name, sources, *args, **kwargs))
 
     ce.load_inline, ce.load = load_inline, load
     if build_only and hasattr(ce, "_import_module_from_library"):
@@ -195,7 +209,8 @@ def content_keyed_extensions() -> None:
     module name enters the key only when the source spells it out in ``PYBIND11_MODULE`` (renaming would
     break its init symbol). A ``build_directory`` the candidate chose is left alone. What the code computes
     is unchanged: only the name of the .so and where it is built differ. Builds use the sandbox's shared
-    precompiled torch/extension.h (``pch.py``) where torch supports ``use_pch`` and the candidate allows it.
+    precompiled torch/extension.h (``pch.py``) where torch supports ``use_pch`` and the candidate allows it,
+    and the fast path's output-neutral compiler flags (``fast_build.py``) where the compilers are GCC.
     """
     import torch.utils.cpp_extension as ce
 
@@ -204,7 +219,7 @@ def content_keyed_extensions() -> None:
         return
 
     signature = inspect.signature(current)  # follows functools.wraps to torch's own
-    from . import pch
+    from . import fast_build, pch
 
     use_pch = pch.supported(current)
     if use_pch:  # torch would build its own PCH inside its install directory; the shared one serves instead
@@ -220,9 +235,11 @@ def content_keyed_extensions() -> None:
         name, cpp_sources = kwargs.pop("name"), kwargs.pop("cpp_sources")
         cuda_sources = kwargs.pop("cuda_sources", None)
         if kwargs.get("build_directory"):
-            _shared_pch(kwargs, Path(kwargs["build_directory"]), use_pch)
-            return current(name, cpp_sources, cuda_sources, **kwargs)
-        # Keyed on the candidate's own arguments: the PCH changes how fast the .so is built, not what it is.
+            directory = Path(kwargs["build_directory"])
+            _shared_pch(kwargs, directory, use_pch)
+            return fast_build.load_inline(current, name, cpp_sources, cuda_sources, kwargs, directory)
+        # Keyed on the candidate's own arguments: the PCH and the fast path's flags change how fast the .so
+        # is built, not what it is.
         key, keep_name = extension_key(name, cpp_sources, cuda_sources, kwargs)
         directory = Path(os.environ[SANDBOX_CACHE_ENV]) / "torch_extensions" / "content" / key
         directory.mkdir(parents=True, exist_ok=True)
@@ -231,7 +248,8 @@ def content_keyed_extensions() -> None:
         module = name if keep_name else f"kx_{key}"
         with build_lock(directory):
             _shared_pch(kwargs, directory, use_pch)
-            return current(module, cpp_sources, cuda_sources, build_directory=str(directory), **kwargs)
+            kwargs["build_directory"] = str(directory)
+            return fast_build.load_inline(current, module, cpp_sources, cuda_sources, kwargs, directory)
 
     setattr(load_inline, KEYED_MARK, True)
     ce.load_inline = load_inline

@@ -129,6 +129,7 @@ def _import_solution(req: CompileRequest, path: Path, ref_path: Path, init_input
             "messages": exc.messages,
             "backends": build.detect_backends(texts, build.BUILDS),
             "guard_enforced": True,  # the import ran under the guard's load_guard
+            "builds": build.BUILDS,
         }
     return {
         "status": "ok",

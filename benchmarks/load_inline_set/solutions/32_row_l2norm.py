@@ -12,21 +12,33 @@ from torch.utils.cpp_extension import load_inline
 cuda_source = r"""
 #include <torch/extension.h>
 
-template <typename F>
-__device__ float block_reduce(float value, F combine) {
+struct SumOp {
+  __device__ static float identity() { return 0.0f; }
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ static float identity() { return -INFINITY; }
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Block-wide reduction (blockDim.x a multiple of 32, at most 1024): shuffles within each warp, then warp 0
+// over the per-warp partials, its lanes past the last warp holding the identity. All threads get the result.
+template <typename Op>
+__device__ float block_reduce(float value, Op op) {
   __shared__ float partial[32];
+  __shared__ float result;
   for (int offset = 16; offset > 0; offset >>= 1)
-    value = combine(value, __shfl_down_sync(0xffffffff, value, offset));
+    value = op(value, __shfl_down_sync(0xffffffff, value, offset));
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) partial[warp] = value;
   __syncthreads();
-  int warps = (blockDim.x + 31) >> 5;
-  value = threadIdx.x < warps ? partial[threadIdx.x] : partial[0];
-  if (warp == 0)
+  if (warp == 0) {
+    int warps = (blockDim.x + 31) >> 5;
+    value = lane < warps ? partial[lane] : Op::identity();
     for (int offset = 16; offset > 0; offset >>= 1)
-      value = combine(value, __shfl_down_sync(0xffffffff, value, offset));
-  __shared__ float result;
-  if (threadIdx.x == 0) result = value;
+      value = op(value, __shfl_down_sync(0xffffffff, value, offset));
+    if (lane == 0) result = value;
+  }
   __syncthreads();
   return result;
 }
@@ -35,7 +47,7 @@ __global__ void row_l2norm_kernel(const float* __restrict__ x, float* __restrict
   const float* row = x + (int64_t)blockIdx.x * cols;
   float acc = 0.0f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) { float v = row[c]; acc += v * v; }
-  acc = block_reduce(acc, [] __device__ (float a, float b) { return a + b; });
+  acc = block_reduce(acc, SumOp());
   if (threadIdx.x == 0) out[blockIdx.x] = sqrtf(acc);
 }
 
