@@ -19,6 +19,7 @@ are recorded. ``--smoke``: CPU mode, 2 candidates, no timing (CUDA is compiled, 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import json
 import re
@@ -78,7 +79,17 @@ def measure(args) -> dict:
         with SandboxClient(sandbox_config(args, cache_dir)) as sb:
             sb.start()  # worker start-up is not candidate time
             started = time.perf_counter()
-            futures = [sb.submit(p, s, judge) for p, s in work]
+            futures = {sb.submit(p, s, judge): s.name for p, s in work}
+            # One line per verdict as it arrives: a run cut by its time limit still says what it had done
+            # (the GPU run of 2026-12-01 15:27 was killed at 250 s with nothing printed).
+            for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+                r, d = fut.result(), fut.result()["durations_s"]
+                print(
+                    f"[li] {i}/{len(futures)} {time.perf_counter() - started:.1f} s {futures[fut]}: "
+                    f"{r['status']} compile {d.get('compile')} run {d.get('run')}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             results = [f.result() for f in futures]
             wall = time.perf_counter() - started
             problem, solution = work[0]
