@@ -521,8 +521,5 @@ def _meta_inputs(problem) -> list[Any] | None:
 
 def _input_sample(problem, device: torch.device) -> list[Any]:
     """The task's inputs for their shapes and dtypes only: on the meta device (no data) when it can."""
-    try:
-        with torch.device("meta"):
-            return list(problem.get_inputs())
-    except Exception:
-        return make_inputs(problem, fresh_seed(), "random", device)
+    sample = _meta_inputs(problem)
+    return sample if sample is not None else make_inputs(problem, fresh_seed(), "random", device)

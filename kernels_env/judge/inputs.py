@@ -69,32 +69,32 @@ def problem_module(problem: Any) -> Any:
     return problem
 
 
+def _task_inputs(problem: Any, seed: int) -> list[Any]:
+    module = problem_module(problem)
+    torch.manual_seed(seed)
+    return list(module.get_inputs())
+
+
 @register_family("random")
 def random_inputs(problem: Any, seed: int) -> list[Any]:
     """The task's own ``get_inputs()`` under ``seed``; inside ``make_inputs`` for a GPU, built there."""
     device = _DEVICE.get(None)
-    if device is not None and device.type == "cuda":
-        try:  # the task's factories (torch.rand, ...) run on the GPU: much faster for large inputs
-            with torch.device(device):
-                module = problem_module(problem)
-                torch.manual_seed(seed)
-                return list(module.get_inputs())
-        except Exception as exc:
-            from .memory import is_oom
+    if device is None or device.type != "cuda":
+        return _task_inputs(problem, seed)
+    try:  # the task's factories (torch.rand, ...) run on the GPU: much faster for large inputs
+        with torch.device(device):
+            return _task_inputs(problem, seed)
+    except Exception as exc:
+        from .memory import is_oom
 
-            if is_oom(exc):
-                # The judge's own out-of-memory (its plan decides what fits): never a second build on the
-                # host, whose copy of a 16 GiB input crossed the host-memory limit (H200, KernelBench L1 #45).
-                raise
-        # A task that needs host tensors while building its inputs (numpy, ...): built there (one set of the
-        # inputs on the host, briefly: ``MemoryPlan.host_bytes``), then moved before any family changes them.
-        with torch.device("cpu"):
-            module = problem_module(problem)
-            torch.manual_seed(seed)
-            return to_device(list(module.get_inputs()), device)
-    module = problem_module(problem)
-    torch.manual_seed(seed)
-    return list(module.get_inputs())
+        if is_oom(exc):
+            # The judge's own out-of-memory (its plan decides what fits): never a second build on the
+            # host, whose copy of a 16 GiB input crossed the host-memory limit (H200, KernelBench L1 #45).
+            raise
+    # A task that needs host tensors while building its inputs (numpy, ...): built there (one set of the
+    # inputs on the host, briefly: ``MemoryPlan.host_bytes``), then moved before any family changes them.
+    with torch.device("cpu"):
+        return to_device(_task_inputs(problem, seed), device)
 
 
 def make_inputs(

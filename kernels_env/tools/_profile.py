@@ -337,9 +337,8 @@ def profile_tool(args: dict, ctx: ToolContext) -> dict:
         launch_count = 2 * max_launches + 1 if with_ref else max_launches
         key = reference_key(args, iters, warmup, launch_count) if with_ref else None
         known = _REFERENCE_PROFILES.get(key) if key and args.get("reuse_reference", True) else None
-        if (
-            known is not None
-        ):  # the candidate's kernels only, under the same ncu command as with the reference
+        # A known reference: the candidate's kernels only, under the same ncu command as with the reference
+        if known is not None:
             run = _run_ncu(args, ctx, "candidate", iters, warmup, launch_count, marker=True)
         else:
             run = _run_ncu(args, ctx, "both" if with_ref else "candidate", iters, warmup, launch_count)

@@ -81,14 +81,15 @@ def encode_corpus(
 def format_observation(i: int) -> list[str]:
     """The observation of interaction-format sequence ``i``: 3 in 4 correct with speedup buckets drawn over
     every bucket (``na`` included), else another status (untimed), chosen by a hash of ``i``."""
-    from .observations import BASELINES, SPEED_NAMES, STATUSES, observation_tokens
+    from .observations import BASELINES, SPEED_EDGES, STATUSES, observation_tokens
 
     h = zlib.crc32(f"obs{i}".encode())
-    buckets = (*SPEED_NAMES, "na")
+    # a speedup inside each bucket (below the first edge, between two, past the last), then None: ``na``
+    values = [e / 2 for e in SPEED_EDGES[:1]] + [(a + b) / 2 for a, b in zip(SPEED_EDGES, SPEED_EDGES[1:])]
+    values += [2 * SPEED_EDGES[-1], None]
     if h % 4:
-        mids = {"lt0.5": 0.3, "lt0.95": 0.8, "par": 1.0, "lt1.5": 1.2, "lt2": 1.7, "ge2": 3.0, "na": None}
-        picks = [buckets[(h >> (4 + 4 * j)) % len(buckets)] for j in range(len(BASELINES))]
-        return observation_tokens("correct", {b: mids[k] for b, k in zip(BASELINES, picks)})
+        picks = [values[(h >> (4 + 4 * j)) % len(values)] for j in range(len(BASELINES))]
+        return observation_tokens("correct", dict(zip(BASELINES, picks)))
     others = [st for st in STATUSES if st != "correct"]
     return observation_tokens(others[(h >> 4) % len(others)], {})
 
