@@ -135,6 +135,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--overhead-turns", type=int, default=20)
+    ap.add_argument("--passes", type=int, default=2, help="per mode; all but the last compile the programs")
+    ap.add_argument(
+        "--full-judge",
+        action="store_true",
+        help="judge each Flax episode's workspace with every trial, family and baseline (default: 2 trials, "
+        "no families, eager only: the same workspace every time, the judge is not what is measured here)",
+    )
     args = ap.parse_args(argv)
     smoke = args.smoke
     cache = tempfile.mkdtemp(prefix="agent_loop_cache_")
@@ -151,7 +158,17 @@ def main(argv=None) -> dict:
     episodes, turns = (2, 2) if smoke else (args.episodes, args.turns)
     max_tokens = 16 if smoke else args.max_tokens
     dtype = "float32" if smoke else "bfloat16"
-    record = {"benchmark": "agent_loop", "smoke": smoke, "environment": environment()}
+    episode_judge = (
+        judge
+        if smoke or args.full_judge
+        else JudgeConfig(num_trials=2, families=[], baselines=["eager"], time_candidate=True)
+    )
+    record = {
+        "benchmark": "agent_loop",
+        "smoke": smoke,
+        "environment": environment(),
+        "episode_judge": {"full": bool(smoke or args.full_judge)},
+    }
     with SandboxClient(sandbox, judge) as sb:
         record["loop_overhead"] = loop_overhead(sb, judge, 3 if smoke else args.overhead_turns)
         print("loop overhead:", json.dumps(record["loop_overhead"]))
@@ -159,14 +176,14 @@ def main(argv=None) -> dict:
         for keep in (True, False):
             runs["cache" if keep else "reprefill"] = flax_episodes(
                 sb,
-                judge,
+                episode_judge,
                 model_name=model,
                 episodes=episodes,
                 turns=turns,
                 max_tokens=max_tokens,
                 keep_cache=keep,
                 dtype=dtype,
-                passes=1 if smoke else 2,  # smoke: plumbing only, compile time included
+                passes=1 if smoke else args.passes,  # smoke: plumbing only, compile time included
             )
             print("flax episodes:", json.dumps(runs["cache" if keep else "reprefill"]))
     record["flax_episodes"] = runs["cache"]

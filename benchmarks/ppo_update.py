@@ -27,10 +27,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _models_bench import PEAK_BF16, env_info, jax_device_info, matmul_rate, table, write_json  # noqa: E402
 from train_step import model_flops  # noqa: E402
 
-# (seq, attention, batch, micro_batches, remat): tried in order per sequence length until one runs.
+# (attention, batch, micro_batches, remat) per sequence length: every one is run (within --budget-s) and the
+# fastest is the figure: a 0.5B model's activations fit an H200 without remat, which then recomputes nothing;
+# the remat policies and a smaller micro-batch stay for comparison (and for a GPU with less memory).
 GPU_PLAN = {
-    4096: [("cudnn", 8, 2, "save_attn"), ("cudnn", 8, 4, "full"), ("cudnn", 4, 4, "full")],
-    16384: [("cudnn", 2, 1, "save_attn"), ("cudnn", 2, 2, "full"), ("cudnn", 1, 1, "full")],
+    4096: [
+        ("cudnn", 8, 2, "none"),
+        ("cudnn", 16, 2, "none"),
+        ("cudnn", 8, 2, "dots"),
+        ("cudnn", 8, 2, "save_attn"),
+    ],
+    16384: [("cudnn", 2, 1, "none"), ("cudnn", 2, 1, "dots"), ("cudnn", 2, 1, "save_attn")],
 }
 SMOKE_PLAN = {64: [("xla", 4, 2, "none")]}
 
@@ -197,7 +204,8 @@ def main() -> None:
                 mfu_vs_measured=flops["total"] / attempt["update_s"] / measured,
             )
             results["attempts"].append(attempt)
-            best[seq] = attempt
+            if seq not in best or attempt["mfu_vs_989"] > best[seq]["mfu_vs_989"]:
+                best[seq] = attempt
             print(
                 f"[ppo] seq {seq} {attn}/{batch}/{micro}/{remat}: {attempt['update_s'] * 1e3:.1f} ms/update, "
                 f"{attempt['tokens_per_s']:.0f} tok/s, MFU {attempt['mfu_vs_989']:.1%} of 989 TFLOP/s",
@@ -205,8 +213,7 @@ def main() -> None:
             )
             if args.json:
                 write_json(args.json, results)
-            break
-        jax.clear_caches()
+            jax.clear_caches()
     rows = [
         [
             a["seq"],
@@ -223,8 +230,13 @@ def main() -> None:
         for a in results["attempts"]
     ]
     results["summary"] = {
-        "by_seq": {
-            s: {"tokens_per_s": a["tokens_per_s"], "mfu_vs_989": a["mfu_vs_989"]} for s, a in best.items()
+        "by_seq": {  # the fastest configuration that ran at each length
+            s: {
+                "tokens_per_s": a["tokens_per_s"],
+                "mfu_vs_989": a["mfu_vs_989"],
+                "config": {k: a[k] for k in ("attention", "batch", "micro_batches", "remat")},
+            }
+            for s, a in best.items()
         },
         "target_35pct_mfu": {s: a["mfu_vs_989"] >= 0.35 for s, a in best.items()},
         "table": "PPO update (actor + critic, AdamW, bf16 compute)\n"

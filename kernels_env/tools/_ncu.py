@@ -148,8 +148,10 @@ def ncu_command(
         "--log-file",
         log_file,
         "-f",
+        # The target alone: children (ninja checking a cached load_inline build, compilers) run kernels
+        # outside the NVTX range anyway, and every injected child slows the call.
         "--target-processes",
-        "all",
+        "application-only",
     ]
     if nvtx_range:
         cmd += ["--nvtx", "--nvtx-include", f"{nvtx_range}/"]

@@ -3,8 +3,9 @@ ncu mode) and past its imports, waiting for its job; a call hands it the job and
 
 A fresh target spends ~3 s importing torch before profiling anything (``benchmarks/results/tool_latency.md``);
 a run worker hosts one waiting process so a later call skips that. The process blocks reading a FIFO before
-any CUDA call, so ncu (which launched it) profiles nothing until the job runs inside the NVTX range. One
-process per job: an ncu-launched process ends with its report.
+any kernel launch (its CUDA context already made, outside ncu's NVTX range), so ncu (which launched it)
+profiles nothing until the job runs inside the NVTX range. One process per job: an ncu-launched process
+ends with its report.
 
 Safety: a process is reused only for a call with the same launch (profiler command and environment; the
 variables in ``LATE_ENV``, read only once a candidate is loaded, travel with the job); a dead or stale one is
@@ -71,6 +72,8 @@ class Run:
     result: CmdResult
     log: str  # the profiler's log file ("" without one)
     prestarted: bool  # the job ran in a process started before the call
+    handed_at: float = 0.0  # time.monotonic() when the job was handed over, and when its process had ended
+    ended_at: float = 0.0
 
 
 class _Process:
@@ -200,12 +203,14 @@ class Prestarter:
         prestarted = proc is not None
         proc = proc or _Process(launch)
         try:
+            handed_at = time.monotonic()
             proc.hand(argv, env)
             result = proc.wait(timeout_s)
+            ended_at = time.monotonic()
             if prestarted and not result.timed_out and not proc.acknowledged():
                 return None
             log = proc.log.read_text(errors="replace") if proc.log.exists() else ""
-            return Run(result, log, prestarted)
+            return Run(result, log, prestarted, handed_at, ended_at)
         finally:
             proc.kill()
 

@@ -78,10 +78,26 @@ def launch_target(
     env = target_env()
     if prestart and prestart_enabled():  # the job: target_argv's arguments after "python -m module"
         run = PRESTARTER.run(Launch.of(wrapper, env), target[3:], env, timeout_s)
-        return run.result, run.log, run.prestarted
+        return run.result, run.log, run.prestarted, (run.handed_at, run.ended_at)
     cmd = [str(log) if a == LOG_FILE else a for a in wrapper] + target
+    started = time.monotonic()
     res = run_cmd(cmd, timeout_s, env=env)
-    return res, (log.read_text(errors="replace") if log is not None and log.exists() else ""), False
+    text = log.read_text(errors="replace") if log is not None and log.exists() else ""
+    return res, text, False, (started, time.monotonic())
+
+
+def timeline(clock: tuple[float, float], status: dict) -> dict | None:
+    """Where a target run's wall time went, from the owner's and the target's monotonic clocks: waiting for
+    a pre-started process to finish its imports (a call that came sooner than its start-up), the job itself,
+    and the tail after the target wrote its result (interpreter and CUDA teardown, the profiler's report)."""
+    handed, ended = clock
+    job_at, result_at = (status.get("prestart_s") or {}).get("job_at"), status.get("result_at")
+    if not (handed and ended and result_at):
+        return None
+    out = {"wall_s": round(ended - handed, 3), "exit_tail_s": round(ended - result_at, 3)}
+    if job_at:
+        out.update(ready_wait_s=round(job_at - handed, 3), job_s=round(result_at - job_at, 3))
+    return out
 
 
 def aggregate(records: list[dict], iters: int) -> dict:
@@ -164,7 +180,8 @@ def _run_ncu(
         )
         # The rare retry with sections runs cold: it must not displace the waiting process.
         left = ctx.check_time(f"ncu ({which})")
-        res, text, prestarted = launch_target(wrapper, target, log, left, prestart=not sections)
+        res, text, prestarted, clock = launch_target(wrapper, target, log, left, prestart=not sections)
+        status = json.loads(result_file.read_text()) if result_file.exists() else {}
         attempts.append(
             {
                 "metrics": "sections" if sections else "summary",
@@ -172,6 +189,7 @@ def _run_ncu(
                 "timed_out": res.timed_out,
                 "elapsed_s": round(res.elapsed_s, 2),
                 "prestarted": prestarted,
+                "timeline_s": timeline(clock, status),
             }
         )
         records = parse_ncu_csv(text)
@@ -179,7 +197,6 @@ def _run_ncu(
             raise ToolError(f"ncu timed out after {res.elapsed_s:.0f}s (time limit {ctx.limits.time_s:.0f}s)")
         if records or (res.returncode == 0 and "==ERROR==" not in text + res.stdout):
             break
-    status = json.loads(result_file.read_text()) if result_file.exists() else {}
     out = {"records": records, "target": status, "attempts": attempts}
     if not status.get("ok", False):
         out["error"] = status.get("error") or f"target did not finish (ncu rc={res.returncode})"
@@ -254,7 +271,7 @@ def _events_in_target(
     result = ctx.tmpdir() / "target_events.json"
     which = "both" if with_reference else "candidate"
     target = target_argv(args, which, "events", result, warmup, iters, device)
-    res, _, prestarted = launch_target([], target, None, ctx.check_time("profiling (events)"))
+    res, _, prestarted, _clock = launch_target([], target, None, ctx.check_time("profiling (events)"))
     if res.timed_out:
         raise ToolError(
             f"the profiled forward did not finish within the time limit ({ctx.limits.time_s:g} s)"

@@ -9,8 +9,9 @@ warm-up, JIT and autotuning launches are never profiled; a marker kernel between
 candidate's launches splits the profile. ``events`` mode runs the cheap profile (``_events``) of each model.
 It writes a JSON status to ``--result`` (its stdout belongs to the candidate).
 
-``--job FIFO --ack FILE`` (a pre-started target, ``_prestart``): import, then block on the FIFO before any
-CUDA call; the job line carries the arguments above and the late environment; FILE gets the job's id.
+``--job FIFO --ack FILE`` (a pre-started target, ``_prestart``): import and create the CUDA context, then
+block on the FIFO before any kernel launch; the job line carries the arguments above and the late
+environment; FILE gets the job's id.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:  # noqa: BLE001 - report everything, including SystemExit from the candidate
         status["error"] = f"{type(e).__name__}: {e}"[:2000]
         status["traceback"] = traceback.format_exc()[-4000:]
+    status["result_at"] = time.monotonic()  # with the owner's clock: the process's exit tail after this
     with open(a.result, "w") as f:
         json.dump(status, f)
     return 0 if status["ok"] else 1
@@ -137,15 +139,28 @@ def _sync(torch, device):
         torch.cuda.synchronize()
 
 
-def serve_job(job_fifo: str, ack: str) -> int:
-    """A pre-started target: pay the imports a job needs, then wait for the job (nothing touches CUDA before
-    it, so a profiler that launched this process records nothing until the job's NVTX range)."""
-    global _STARTED
-    import torch  # noqa: F401
+def _warm_cuda(torch) -> None:
+    """Create the CUDA context now, while no job waits: under ncu its set-up (the profiler's injection
+    initialises per context) cost a job 0.2-0.5 s. An allocation, no kernel: and a profiler that launched
+    this process records only launches inside the job's NVTX range anyway. No GPU: nothing to do."""
+    with contextlib.suppress(Exception):
+        if torch.cuda.is_available():
+            torch.empty(1, device="cuda")
 
-    for optional in ("triton", "numpy"):  # as the run worker does: most candidates import these
+
+def serve_job(job_fifo: str, ack: str) -> int:
+    """A pre-started target: pay the imports and the CUDA context a job needs, then wait for the job (no
+    kernel runs before it, so a profiler that launched this process records nothing until the job's NVTX
+    range)."""
+    global _STARTED
+    import torch
+
+    # As the run worker does: most candidates import these (cpp_extension: every load_inline solution;
+    # fastpath: every nvrtc_kernel one).
+    for optional in ("triton", "numpy", "torch.utils.cpp_extension", "kernels_env.fastpath"):
         with contextlib.suppress(Exception):
             __import__(optional)
+    _warm_cuda(torch)
     imported = time.perf_counter()
     # Non-blocking open: the owner opened its end first; if it has died since, the read sees EOF at once.
     fd = os.open(job_fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -164,7 +179,9 @@ def serve_job(job_fifo: str, ack: str) -> int:
         else:
             os.environ[key] = value
     now = time.perf_counter()
-    _PRESTART_S.update(import_s=round(imported - _STARTED, 4), wait_s=round(now - imported, 4))
+    _PRESTART_S.update(
+        import_s=round(imported - _STARTED, 4), wait_s=round(now - imported, 4), job_at=time.monotonic()
+    )
     _STARTED = now  # the job's stages from here: the wait is not its import
     return main(job["argv"])
 

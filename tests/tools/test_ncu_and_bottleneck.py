@@ -253,7 +253,7 @@ def fake_ncu_runs(monkeypatch):
         runs.append({"wrapper": list(wrapper), "which": which, "prestart": prestart})
         status = {"ok": True, "stages_s": {"forward": 0.1}}
         Path(target[target.index("--result") + 1]).write_text(json.dumps(status))
-        return CmdResult(0, "", "", False, 0.5), which, True
+        return CmdResult(0, "", "", False, 0.5), which, True, (0.0, 0.5)
 
     records = {"both": [add, marker, fma], "candidate": [fma]}
     monkeypatch.setattr(_profile, "launch_target", launch_target)

@@ -189,6 +189,12 @@ def test_ncu_mode_prestarted_matches_cold_and_gets_a_fresh_timeout(prestart, arg
     assert warm["target"]["ok"] and cold["target"]["ok"] and warm["records"] == cold["records"]
     assert len(cold["records"]) == 3 and warm["target"]["pid"] == tree[1]  # the waiting ncu's target ran it
     assert _gone(tree)
+    # where the seconds went: the warm call found its process ready (no import to wait for); its parts add
+    # up to its wall time; the cold one has no ready wait to report
+    line, cold_line = warm["attempts"][0]["timeline_s"], cold["attempts"][0]["timeline_s"]
+    assert 0 <= line["ready_wait_s"] < 1.0 and line["job_s"] > 0 and line["exit_tail_s"] >= 0
+    assert abs(line["ready_wait_s"] + line["job_s"] + line["exit_tail_s"] - line["wall_s"]) < 0.01
+    assert "ready_wait_s" not in cold_line and 0 <= cold_line["exit_tail_s"] < cold_line["wall_s"]
 
 
 def test_close_and_a_dead_owner_leave_no_process(prestart, fake_ncu, tmp_path):
