@@ -29,7 +29,8 @@ judge_hidden_share = hidden / wall. Medians over the timed steps.
 
 GPU idle: NVML utilisation of the learner's GPU every 100 ms over each schedule's timed steps (pynvml, else
 ``nvidia-smi -lms``): the share of the driver's sample period (1/6 s to 1 s) in which any process's kernel
-ran (the sandbox's too), so idle_share (samples at 0%) undercounts idleness; learner_idle_share = 1 -
+ran (the sandbox's too): idle_share = 1 - mean utilisation (time-weighted; zero_util_samples_share, the
+samples at 0%, is far lower and says little); learner_idle_share = 1 -
 (generate + learn) / step is the learner's own view. The judge shares the GPU (JAX takes --jax-mem-fraction,
 research.rl.DevicesConfig), so candidate and baseline timings see the learner's kernels.
 """
@@ -125,8 +126,18 @@ class GpuUtil:
 
     def window(self, t0: float, t1: float) -> dict:
         u = [v for t, v in list(self.samples) if t0 <= t <= t1]
-        idle, mean = (sum(v == 0 for v in u) / len(u), statistics.fmean(u)) if u else (None, None)
-        return {"source": self.source, "samples": len(u), "idle_share": idle, "mean_util": mean}
+        if not u:
+            return {"source": self.source, "samples": 0, "idle_share": None, "mean_util": None}
+        # NVML's utilisation is the share of its sample period with a kernel running: idle time is 1 - it
+        # (time-weighted). Samples at exactly 0% alone would call a half-busy GPU busy.
+        mean = statistics.fmean(u)
+        return {
+            "source": self.source,
+            "samples": len(u),
+            "idle_share": 1.0 - mean / 100.0,
+            "mean_util": mean,
+            "zero_util_samples_share": sum(v == 0 for v in u) / len(u),
+        }
 
 
 def submit(sb, fixtures, b: int) -> dict:
