@@ -139,8 +139,8 @@ def main(argv=None) -> dict:
     ap.add_argument(
         "--full-judge",
         action="store_true",
-        help="judge each Flax episode's workspace with every trial, family and baseline (default: 2 trials, "
-        "no families, eager only: the same workspace every time, the judge is not what is measured here)",
+        help="judge each workspace with every trial, family and baseline, timed (default: 2 trials, "
+        "no families, untimed: the same workspace every time, the judge is not what is measured here)",
     )
     args = ap.parse_args(argv)
     smoke = args.smoke
@@ -161,7 +161,7 @@ def main(argv=None) -> dict:
     episode_judge = (
         judge
         if smoke or args.full_judge
-        else JudgeConfig(num_trials=2, families=[], baselines=["eager"], time_candidate=True)
+        else JudgeConfig(num_trials=2, families=[], baselines=["eager"], time_candidate=False)
     )
     record = {
         "benchmark": "agent_loop",
@@ -170,7 +170,7 @@ def main(argv=None) -> dict:
         "episode_judge": {"full": bool(smoke or args.full_judge)},
     }
     with SandboxClient(sandbox, judge) as sb:
-        record["loop_overhead"] = loop_overhead(sb, judge, 3 if smoke else args.overhead_turns)
+        record["loop_overhead"] = loop_overhead(sb, episode_judge, 3 if smoke else args.overhead_turns)
         print("loop overhead:", json.dumps(record["loop_overhead"]))
         runs = {}
         for keep in (True, False):

@@ -31,7 +31,13 @@ def _row(results: list[dict[str, Any]], modes: tuple[str, ...] = MODES) -> dict[
     verdicts = [_verdict(i, r) for i, r in enumerate(results)]
     s = summarize(verdicts, [v["problem"] for v in verdicts])
     pass_rate = next(iter(s["fast_p"].values()), {}).get("0") if results else None
-    row: dict[str, Any] = {"tasks": len(results), "pass_rate": pass_rate, "comparable": s["comparable"]}
+    # "tasks": distinct tasks, the shares' denominator (a task with several results weighs 1); "results": all
+    row: dict[str, Any] = {
+        "tasks": len({v["problem"] for v in verdicts}),
+        "results": len(results),
+        "pass_rate": pass_rate,
+        "comparable": s["comparable"],
+    }
     for mode in modes:
         row[f"faster_than_{mode}"] = s["faster_than"].get(mode) if s["comparable"] else None
         row[f"geomean_vs_{mode}"] = s["geomean_speedup"].get(mode)

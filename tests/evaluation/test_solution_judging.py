@@ -94,7 +94,9 @@ def test_table1_per_source_is_the_sandbox_summary(judged_set):
         direct = summarize(keyed, every)  # a task without a solution counts as failed
         assert rep["full"]["overall"]["pass_rate"] == direct["fast_p"]["eager"]["0"]
         missing = len(set(every) - {r["problem"] for r in keyed})
-        assert rep["full"]["overall"]["tasks"] == len(mine) + missing
+        # tasks: distinct (the shares' denominator: sysA's two relu solutions are one task); results: all rows
+        assert rep["full"]["overall"]["tasks"] == len({r["problem"] for r in keyed}) + missing == len(every)
+        assert rep["full"]["overall"]["results"] == len(mine) + missing
         assert rep["full"]["overall"]["status_counts"].get("no_solution", 0) == missing
         assert rep["labels"]["protocol"] == "kernelbench" and rep["labels"]["gpu"].startswith("none (CPU")
     # sysA: only the relu problem, two solutions (one correct): it weighs 1 (the mean), level 2 is all missing
