@@ -15,7 +15,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
 sys.path.insert(0, str(ROOT))
-from research.evaluation import format_table1_report, load_results, read_audit, table1_report  # noqa: E402
+from research.evaluation import (  # noqa: E402
+    format_table1_report,
+    load_results,
+    read_audit,
+    run_tasks,
+    table1_report,
+)
 from research.evaluation.figures import plot_table1  # noqa: E402
 
 args = [a for a in sys.argv[1:] if not a.startswith("-")] if "__file__" in globals() else []
@@ -33,7 +39,11 @@ print(f"run: {RUN}: {len(results)} results")
 # Speed columns are `n/a` when timings are not comparable (CPU mode: correctness only).
 
 # %%
-report = table1_report(results, read_audit(AUDIT) if AUDIT else None)
+# A solution-set run: tasks of its checkout without a solution count as failed, as in the run's own table.
+tasks = run_tasks(RUN, results)
+report = table1_report(results, read_audit(AUDIT) if AUDIT else None, tasks=tasks)
+if tasks:
+    print(f"{len(tasks)} tasks in the run's checkout at its levels; those without a result count as failed")
 print(format_table1_report(report))
 if report["audit"]:
     for task, flags in report["audit"]["excluded"].items():

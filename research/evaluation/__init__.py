@@ -26,7 +26,7 @@ from .kernelbench import ENV_VAR, KernelBenchNotFound, Problem, ProblemIndex, fi
 from .labels import labels, result_labels
 from .records import FieldMap, SolutionSetError, read_records
 from .solution_sets import Solution, SolutionSet, import_solutions
-from .table1 import format_table1_report, load_results, table1_report
+from .table1 import format_table1_report, load_results, run_tasks, table1_report
 
 __all__ = [
     "CURVES",
@@ -58,6 +58,7 @@ __all__ = [
     "load_results",
     "materialise",
     "read_audit",
+    "run_tasks",
     "read_records",
     "read_results",
     "result_labels",

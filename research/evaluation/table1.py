@@ -104,6 +104,24 @@ def missing_tasks(results: list[dict[str, Any]], tasks: list[tuple[int | str, st
     ]
 
 
+def run_tasks(run_dir: str | Path, results: list[dict[str, Any]]) -> list[tuple[int, str]] | None:
+    """Every task of the checkout a solution-set run (``experiments.solutions``) was matched against, at the
+    levels its results cover: what ``evaluate_solution_set`` counts missing tasks from, so a table drawn from
+    the run's files agrees with the run's own. None: not such a run, or its checkout is gone."""
+    from .kernelbench import KernelBenchNotFound, ProblemIndex
+
+    path = Path(run_dir) / "import.json"
+    try:
+        root = json.loads(path.read_text()).get("kernelbench")
+        index = ProblemIndex(root) if root else None
+    except (OSError, ValueError, AttributeError, KernelBenchNotFound):
+        return None
+    if index is None:
+        return None
+    levels = {_level(r) for r in results}
+    return [(p.level, p.stem) for p in index.problems if str(p.level) in levels]
+
+
 def table1_report(
     results: list[dict[str, Any]],
     audit: Audit | None = None,

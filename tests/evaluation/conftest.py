@@ -150,6 +150,8 @@ def make_checkout(root: Path) -> Path:
     (root / "level1" / "1_relu.py").write_text(RELU)
     (root / "level2" / "3_scale.py").write_text(SCALE)
     (root / "level2" / "4_zero.py").write_text(ZERO)
+    # a task no record solves: every Table 1 drawn from a run counts it as failed (shares of ALL tasks)
+    (root / "level2" / "5_unsolved.py").write_text(SCALE)
     return root
 
 

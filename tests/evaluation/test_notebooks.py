@@ -59,17 +59,23 @@ def test_audit_notebook(audited):
     assert table["flags"] == {f"{k}@{t}": n for (k, t), n in direct.items()}
     # the constant problem is degenerate at both tolerances, the others at none
     assert table["degenerate"] == {"0.0001": ["level2/4_zero.py"], "0.01": ["level2/4_zero.py"]}
-    assert "3 problems audited on cpu" in stdout
+    assert "4 problems audited on cpu" in stdout
     _figures(out, "audit")
 
 
-def _pass_rate(results, keep=lambda r: True):
-    """Direct Table 1 arithmetic: each problem weighs 1, the mean over its solutions."""
+# The test checkout's tasks (tests/evaluation/conftest.py: make_checkout); 5_unsolved has no solution.
+TASKS = [("1", "1_relu"), ("2", "3_scale"), ("2", "4_zero"), ("2", "5_unsolved")]
+
+
+def _pass_rate(results, keep=lambda r: True, level=None):
+    """Direct Table 1 arithmetic: each task of the checkout weighs 1 (the mean over its solutions; a task
+    without one counts as failed)."""
     per = defaultdict(list)
     for r in results:
         if keep(r):
-            per[(r["level"], r["problem"])].append(r["status"] == "correct")
-    return statistics.fmean(statistics.fmean(v) for v in per.values())
+            per[(str(r["level"]), r["problem"])].append(r["status"] == "correct")
+    tasks = [t for t in TASKS if (level is None or t[0] == level) and keep({"problem": t[1], "level": t[0]})]
+    return statistics.fmean(statistics.fmean(per[t]) if per[t] else 0.0 for t in tasks)
 
 
 def test_table1_notebook_full_and_audited(judged_set, audited, tmp_path):
@@ -79,15 +85,21 @@ def test_table1_notebook_full_and_audited(judged_set, audited, tmp_path):
     report = json.loads((tmp_path / "table1.json").read_text())
     results = _results(run)
     assert report["full"]["overall"]["pass_rate"] == pytest.approx(_pass_rate(results))
+    # the notebook's table over the run's files is the run's own (experiments.solutions' table1.json)
+    own = json.loads((run / "table1.json").read_text())["all"]["full"]
+    assert report["full"] == own
     for level in ("1", "2"):
         mine = [r for r in results if str(r["level"]) == level]
-        assert report["full"]["levels"][level]["pass_rate"] == pytest.approx(_pass_rate(mine))
+        assert report["full"]["levels"][level]["pass_rate"] == pytest.approx(_pass_rate(mine, level=level))
         assert report["full"]["levels"][level]["faster_than_compile"] is None  # CPU: not measured
     not_zero = lambda r: r["problem"] != "4_zero"  # noqa: E731
     assert report["audited"]["overall"]["pass_rate"] == pytest.approx(_pass_rate(results, not_zero))
     kept = [r for r in results if r["level"] == 2 and not_zero(r)]
-    assert report["audited"]["levels"]["2"]["results"] == len(kept)
-    assert report["audited"]["levels"]["2"]["tasks"] == len({r["problem"] for r in kept})  # distinct tasks
+    unsolved = [t for t in TASKS if t[0] == "2" and t[1] not in {r["problem"] for r in results}]
+    assert unsolved == [("2", "5_unsolved")]
+    # results: the level's rows, a failed one per unsolved task; tasks: distinct (3_scale and 5_unsolved)
+    assert report["audited"]["levels"]["2"]["results"] == len(kept) + len(unsolved)
+    assert report["audited"]["levels"]["2"]["tasks"] == len({r["problem"] for r in kept}) + len(unsolved) == 2
     assert report["audit"]["excluded"] == {
         "level2/4_zero": ["constant", "zeros_pass@0.0001", "insensitive_to_inputs@0.0001"]
     }

@@ -11,6 +11,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from kernels_env.client import summarize
 from research.evaluation import evaluate_solution_set, read_results
 
@@ -86,8 +88,9 @@ def test_table1_per_source_is_the_sandbox_summary(judged_set):
     cfg, _ = judged_set
     results = _results(cfg)
     table = json.loads((Path(cfg.out_dir) / "table1.json").read_text())
-    every = ["level1/1_relu", "level2/3_scale", "level2/4_zero"]  # the checkout's tasks at the set's levels
-    assert table["tasks"] == 3
+    # the checkout's tasks at the set's levels
+    every = ["level1/1_relu", "level2/3_scale", "level2/4_zero", "level2/5_unsolved"]
+    assert table["tasks"] == 4
     for source, rep in table["by_source"].items():
         mine = [r for r in results if r["source"] == source]
         keyed = [{**r, "problem": f"level{r['level']}/{r['problem']}"} for r in mine]
@@ -102,9 +105,11 @@ def test_table1_per_source_is_the_sandbox_summary(judged_set):
     # sysA: only the relu problem, two solutions (one correct): it weighs 1 (the mean), level 2 is all missing
     assert table["by_source"]["sysA"]["full"]["levels"]["1"]["pass_rate"] == 0.5
     assert table["by_source"]["sysA"]["full"]["levels"]["2"]["pass_rate"] == 0.0
-    assert table["by_source"]["sysA"]["full"]["overall"]["pass_rate"] == 0.5 / 3
-    # sysB: 3_scale has 3 solutions (1 correct), 4_zero 1 (correct): (1/3 + 1) / 2; level 1 missing
-    assert table["by_source"]["sysB"]["full"]["levels"]["2"]["pass_rate"] == (1 / 3 + 1) / 2
+    assert table["by_source"]["sysA"]["full"]["overall"]["pass_rate"] == 0.5 / 4
+    # sysB: 3_scale has 3 solutions (1 correct), 4_zero 1 (correct), 5_unsolved none: (1/3 + 1 + 0) / 3;
+    # level 1 missing
+    sys_b = table["by_source"]["sysB"]["full"]["levels"]
+    assert sys_b["2"]["pass_rate"] == pytest.approx((1 / 3 + 1 + 0) / 3)
     assert table["by_source"]["sysB"]["full"]["levels"]["1"]["pass_rate"] == 0.0
 
 
