@@ -24,3 +24,21 @@ def test_agent_loop_benchmark_smoke(tmp_path):
     assert fe["final_status"] == ["correct"]  # the final judging really ran
     cv = record["cache_vs_reprefill"]
     assert cv["prefill_tokens_cache"] < cv["prefill_tokens_reprefill"]
+
+
+def test_agent_tools_benchmark_smoke(tmp_path):
+    """benchmarks/agent_tools.py --smoke: every tool the CPU sandbox serves, called through the agent's tool
+    layer, twice; each call succeeds (the edit finds its line once), the first pass is reported as cold."""
+    spec = importlib.util.spec_from_file_location("agent_tools_bench", ROOT / "benchmarks" / "agent_tools.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "agent_tools.json"
+    record = bench.main(["--smoke", "--out", str(out)])
+    assert json.loads(out.read_text()) == record and "date" in record["environment"]
+    summary = record["summary"]
+    cpu_tools = [name for name, _ in bench.calls("", 0, cuda=False)]
+    assert list(summary) == cpu_tools and not set(cpu_tools) & set(bench.GPU_ONLY)
+    for name, s in summary.items():
+        assert s["calls"] == 2 and s["ok"] == 2, (name, [r for r in record["calls"] if r["tool"] == name])
+        assert s["median_s"] is not None and s["median_s"] <= s["max_s"]
+    assert summary["verify"]["median_s"] > summary["read_file"]["median_s"]  # the judge really ran
