@@ -86,6 +86,16 @@ def launch_target(
     return res, text, False, (started, time.monotonic())
 
 
+def _read_status(path: Path) -> dict:
+    """The target's JSON status; {} when it wrote none or a torn one (killed mid-write): the caller reports
+    that the target did not finish."""
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
 def timeline(clock: tuple[float, float], status: dict) -> dict | None:
     """Where a target run's wall time went, from the owner's and the target's monotonic clocks: waiting for
     a pre-started process to finish its imports (a call that came sooner than its start-up), the job itself,
@@ -180,8 +190,9 @@ def _run_ncu(
         )
         # The rare retry with sections runs cold: it must not displace the waiting process.
         left = ctx.check_time(f"ncu ({which})")
+        result_file.unlink(missing_ok=True)  # a retry's status is its own, never the first attempt's
         res, text, prestarted, clock = launch_target(wrapper, target, log, left, prestart=not sections)
-        status = json.loads(result_file.read_text()) if result_file.exists() else {}
+        status = _read_status(result_file)
         attempts.append(
             {
                 "metrics": "sections" if sections else "summary",
@@ -276,7 +287,7 @@ def _events_in_target(
         raise ToolError(
             f"the profiled forward did not finish within the time limit ({ctx.limits.time_s:g} s)"
         )
-    status = json.loads(result.read_text()) if result.exists() else {}
+    status = _read_status(result)
     if status.get("diagnostic"):
         raise CandidateError(status["diagnostic"])
     if not status.get("ok"):

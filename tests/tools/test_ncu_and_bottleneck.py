@@ -410,3 +410,18 @@ def test_real_details_page_labels_map_to_metric_names():
         "barriers": 32.0,
     }
     assert classify(k)[0] == "memory-bound"
+
+
+def test_a_torn_target_status_is_reported_as_unfinished_not_raised(fake_ncu_runs, tmp_path, monkeypatch):
+    """A target killed while writing its JSON status leaves a torn file: the profile says the target did not
+    finish (with ncu's log), it never raises out of the tool."""
+
+    def torn(wrapper, target, log, timeout_s, prestart=True):
+        Path(target[target.index("--result") + 1]).write_text('{"ok": tr')
+        return CmdResult(0, "", "", False, 0.5), "both", True, (0.0, 0.5)  # the fixture: ncu recorded all
+
+    monkeypatch.setattr(_profile, "launch_target", torn)
+    ref = tmp_path / "model.py"
+    shutil.copy(PROBLEMS / "ref_add.py", ref)
+    out = _profile_call({"reference": str(ref), "solution": str(PROBLEMS / "sol_add_vec4.py")})
+    assert "target did not finish" in out["error"]
