@@ -479,7 +479,9 @@ class WorkerPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            workers = [*self.workers, *(s for s in self._standby.values() if s is not None)]
+            # Every Worker object of the pool: a standby promoted after a crash serves from then on but is in
+            # neither self.workers nor _standby (a CPU soak in CI found one outliving the client).
+            workers = list(self.members)
             workers += [w for w in self._starting if w not in workers]  # restarts still importing torch
         for w in workers:  # all at once: each may take a moment to exit
             w.request_shutdown()
