@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._models_bench import write_json  # noqa: E402
 from benchmarks.tool_latency import environment  # noqa: E402
 from kernels_env.client import JudgeConfig, SandboxClient, SandboxConfig  # noqa: E402
 from kernels_env.session import WorkspaceSession  # noqa: E402
@@ -198,8 +199,7 @@ def main(argv=None) -> dict:
         "target_prefill_ratio": 3.0,
     }
     print("cache vs re-prefill:", json.dumps(record["cache_vs_reprefill"]))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(record, indent=2))
+    write_json(args.out, record)
     print(f"wrote {args.out}")
     return record
 

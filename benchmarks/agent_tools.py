@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._models_bench import write_json  # noqa: E402
 from benchmarks.tool_latency import environment  # noqa: E402
 from kernels_env.client import JudgeConfig, SandboxClient, SandboxConfig  # noqa: E402
 from kernels_env.session import WorkspaceSession  # noqa: E402
@@ -132,8 +133,7 @@ def main(argv=None) -> dict:
             f"{name:<11} first {s['first_s']:>8.3f} s  median {s['median_s'] or 0:>8.3f} s  "
             f"ok {s['ok']}/{s['calls']}"
         )
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(record, indent=2))
+    write_json(a.out, record)
     print(f"wrote {a.out}")
     return record
 

@@ -180,6 +180,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--jax-mem-fraction", type=float, default=0.5, help="the rest is the sandbox's")
     ap.add_argument("--baselines", default="eager", help="judge baselines, e.g. eager,compile")
     ap.add_argument("--compile-workers", type=int, default=4)
+    ap.add_argument("--judge", choices=("protocol", "training"), default="protocol",
+                    help="protocol: CUDA Agent's trials, families and timing; training: the RL pipeline's "
+                    "training-rollout judge (2 trials, no families, short timing: demo.fast_judge)")
     ap.add_argument("--budget-s", type=float, default=150.0, help="no step starts that would end past it")
     args = ap.parse_args(argv)
     start, smoke = time.perf_counter(), args.smoke
@@ -206,6 +209,12 @@ def main(argv=None) -> dict:
     quick = dict(time_candidate=False, num_trials=2, families=[]) if smoke else {}  # as agent_loop's smoke
     judge = JudgeConfig(protocol="cuda_agent", policy="cuda_agent", reward="cuda_agent",
                         baselines=args.baselines.split(","), **quick)
+    if args.judge == "training" and not smoke:
+        from research.rl.pipeline.demo import fast_judge
+
+        train = fast_judge()
+        judge = dataclasses.replace(judge, num_trials=train.num_trials, families=train.families,
+                                    timing=train.timing)
     fixtures = SMOKE_FIXTURES if smoke else FIXTURES
     util = GpuUtil()
     tiny = dict(num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512)
@@ -217,7 +226,8 @@ def main(argv=None) -> dict:
     settings = dict(smoke=smoke, episodes=b, prompt_len=p, new_tokens=n_new, steps=steps, seq=seq,
                     micro_batches=args.micro_batches, chunk=args.chunk, attention=cfg.attention_impl,
                     remat=cfg.remat, jax_memory_fraction=args.jax_mem_fraction, fixtures=fixtures,
-                    judge=dataclasses.asdict(judge), budget_s=args.budget_s, learn_model_flops=flops)
+                    judge=dataclasses.asdict(judge), judge_preset=args.judge, budget_s=args.budget_s,
+                    learn_model_flops=flops)
     res: dict = {"benchmark": "rl_step", "env": env_info(), "settings": settings,
                  "target_idle_share": TARGET_IDLE, "stopped_by_budget": [], "steps": {}}
     rng = np.random.default_rng(0)

@@ -94,8 +94,7 @@ def evaluate_solution_set(cfg: SolutionSetConfig) -> dict[str, Any]:
     audit = read_audit(cfg.audit) if cfg.audit else None
     # Table 1 is per system: one table per source (and one over the whole set).
     # Shares are over ALL tasks of the levels the set covers: a problem a source left out counts as failed.
-    levels = {s.level for s in sset.solutions}
-    tasks = [(p.level, p.stem) for p in index.problems if p.level in levels]
+    tasks = index.tasks_at({s.level for s in sset.solutions})
     table = {
         "tasks": len(tasks),
         "all": table1_report(results, audit, tasks=tasks),

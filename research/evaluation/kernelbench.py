@@ -86,6 +86,12 @@ class ProblemIndex:
     def levels(self) -> list[int]:
         return sorted({p.level for p in self.problems})
 
+    def tasks_at(self, levels) -> list[tuple[int, str]]:
+        """(level, file stem) of every problem at ``levels`` (ints or their strings, e.g. "2"): the tasks a
+        solution set at those levels is counted against (one it left out counts as failed)."""
+        wanted = {str(v) for v in levels}
+        return [(p.level, p.stem) for p in self.problems if str(p.level) in wanted]
+
     def lookup(self, level: int | None, problem_id: int | None, name: str | None) -> Problem | None:
         """By (level, id) when both are known; else by name (file stem or name part, case and punctuation
         ignored; ``level2/19_X.py`` or ``19_X`` work too). None when nothing or several match."""

@@ -19,6 +19,7 @@ from typing import Any
 from research.agent.summary import table1 as _table1
 
 from .audit import Audit
+from .kernelbench import KernelBenchNotFound, ProblemIndex
 from .labels import fp32_tolerance, labels
 
 MODES = ("eager", "compile", "max-autotune")
@@ -108,8 +109,6 @@ def run_tasks(run_dir: str | Path, results: list[dict[str, Any]]) -> list[tuple[
     """Every task of the checkout a solution-set run (``experiments.solutions``) was matched against, at the
     levels its results cover: what ``evaluate_solution_set`` counts missing tasks from, so a table drawn from
     the run's files agrees with the run's own. None: not such a run, or its checkout is gone."""
-    from .kernelbench import KernelBenchNotFound, ProblemIndex
-
     path = Path(run_dir) / "import.json"
     try:
         root = json.loads(path.read_text()).get("kernelbench")
@@ -118,8 +117,7 @@ def run_tasks(run_dir: str | Path, results: list[dict[str, Any]]) -> list[tuple[
         return None
     if index is None:
         return None
-    levels = {_level(r) for r in results}
-    return [(p.level, p.stem) for p in index.problems if str(p.level) in levels]
+    return index.tasks_at({_level(r) for r in results})
 
 
 def table1_report(
