@@ -1,14 +1,20 @@
 """The pretraining corpus (plans that are correct but unoptimised) and the optimisations it leaves out.
 
-A corpus plan runs one kernel per op with the tail mask, at most 4 warps, vector width 1, one row per row
-program and an elementwise block drawn from ``CorpusConfig.blocks`` (<= 1024): correct on every size, slow
-on a GPU (every op reads and writes the whole tensor). Blocks and warps are drawn with weights that favour
-small tiles and one warp, as naive code does (one thread per element, little memory in flight): the
-pretrained policy's most likely settings are slow, while the better ones it has seen keep some
-probability, which is what RL's exploration starts from (benchmarks/results/toy_rl_gpu.md: with tiles of
-256-1024 elements and 2-4 warps the pretrained plans already beat eager on 75-88% of held-out tasks, which
-left the reward nothing to pay for). ``OPTIMISATIONS`` lists what such plans never do;
-``optimisations(plan)`` says which of them a plan uses, ``optimisation_shares`` their share over plans.
+A corpus plan runs one kernel per op with the tail mask, vector width 1, one row per row program and one
+*tile* for the whole plan, ``(block, warps)`` drawn from ``CorpusConfig.tiles`` (blocks <= 1024, warps <= 4):
+naive code picks one ``BLOCK`` and ``num_warps`` and uses them throughout a file. The tiles are drawn with
+weights whose mode is the naive (32 elements, 1 warp): the pretrained policy's greedy plans are slow, while
+the better tiles it has seen keep enough probability for RL's exploration to find them.
+
+Why these choices (benchmarks/results/toy_rl_gpu.md, toy_plan_speeds.md: the grid of plans judged on an
+H200 with the training judge): one kernel per op at ``B32 W1`` runs at 0.15x eager, ``B256 W2`` 0.97x,
+``B1024 W4`` 1.17x (beats eager on 67% of tasks), fused plans 2.4x (92%). With uniform tiles the pretrained
+plans already beat eager on 75-88% of held-out tasks (nothing for the reward to pay for); with tiles drawn
+per kernel, slow-weighted, a plan whose every kernel is well tiled had a probability of about 1% (a product
+over kernels and over block and warps), so RL's batches held almost no faster plan to learn from
+(2-3 of 32). Drawn per plan, a good tile is one choice the policy makes once and then copies.
+``OPTIMISATIONS`` lists what corpus plans never do; ``optimisations(plan)`` says which of them a plan uses,
+``optimisation_shares`` their share over plans.
 """
 
 from __future__ import annotations
@@ -61,34 +67,31 @@ def optimisation_shares(plans: Iterable[Plan]) -> dict[str, float]:
 
 @dataclass
 class CorpusConfig:
-    """Unoptimised plans: one kernel per op, settings drawn per kernel from these sets (by a hash, with the
-    given weights; empty weights: uniform)."""
+    """Unoptimised plans: one kernel per op, one ``(block, warps)`` tile per plan drawn from ``tiles`` (by a
+    hash, with ``tile_weights``; empty weights: uniform). Row kernels take the tile's warps."""
 
     plans_per_task: int = 4
-    blocks: list[int] = field(default_factory=lambda: [32, 64, 128, 256, 512, 1024])
-    block_weights: list[float] = field(default_factory=lambda: [0.35, 0.25, 0.15, 0.1, 0.08, 0.07])
-    warps: list[int] = field(default_factory=lambda: [1, 2, 4])
-    warp_weights: list[float] = field(default_factory=lambda: [0.5, 0.3, 0.2])
+    tiles: list[list[int]] = field(
+        default_factory=lambda: [[32, 1], [64, 1], [128, 2], [256, 2], [512, 4], [1024, 4]]
+    )
+    tile_weights: list[float] = field(default_factory=lambda: [0.36, 0.14, 0.12, 0.1, 0.12, 0.16])
     seed: int = 0
 
     def __post_init__(self) -> None:
-        bad = [b for b in self.blocks if b > 1024] + [w for w in self.warps if w > DEFAULT_WARPS]
-        if bad or not self.blocks or not self.warps:
+        shape = [t for t in self.tiles if not (isinstance(t, (list, tuple)) and len(t) == 2)]
+        if shape or not self.tiles:
+            raise ValueError(f"corpus tiles are [block, warps] pairs, got {shape or 'none'}")
+        bad = [list(t) for t in self.tiles if t[0] > 1024 or t[1] > DEFAULT_WARPS]
+        if bad:
+            raise ValueError(f"corpus tiles must stay unoptimised (blocks <= 1024, warps <= 4), got {bad}")
+        w = self.tile_weights
+        if w and (len(w) != len(self.tiles) or min(w) < 0 or sum(w) <= 0):
             raise ValueError(
-                f"corpus settings must stay unoptimised (blocks <= 1024, warps <= 4), got {bad or 'empty'}"
+                f"corpus tile_weights must be one non-negative weight per tile ({len(self.tiles)}), got {w}"
             )
-        for name, opts, weights in (
-            ("block", self.blocks, self.block_weights),
-            ("warp", self.warps, self.warp_weights),
-        ):
-            if weights and (len(weights) != len(opts) or min(weights) < 0 or sum(weights) <= 0):
-                raise ValueError(
-                    f"corpus {name}_weights must be one non-negative weight per option "
-                    f"({len(opts)}), got {weights}"
-                )
 
 
-def _draw(options: list[int], weights: list[float], *key) -> int:
+def _draw(options: list, weights: list[float], *key):
     """One option, chosen by a hash of ``key`` with probability proportional to its weight."""
     u = int(hashlib.sha256(repr(key).encode()).hexdigest()[:13], 16) / 16**13
     weights = weights or [1.0] * len(options)
@@ -101,17 +104,17 @@ def _draw(options: list[int], weights: list[float], *key) -> int:
 
 
 def baseline_plan(task: ToyTask, copy: int = 0, cfg: CorpusConfig | None = None) -> Plan:
-    """One kernel per op, in the task's order: correct and unoptimised (``copy`` varies the settings)."""
+    """One kernel per op, in the task's order, one tile for all: correct and unoptimised (``copy`` varies
+    the tile)."""
     cfg = cfg or CorpusConfig()
+    block, warps = _draw(cfg.tiles, cfg.tile_weights, cfg.seed, task.id, copy, "tile")
     kernels = []
-    for i, name in enumerate(task.ops):
-        warps = _draw(cfg.warps, cfg.warp_weights, cfg.seed, task.id, copy, i, "w")
+    for name in task.ops:
         step = Step(name)
         if step.kind == MAP:
-            block = _draw(cfg.blocks, cfg.block_weights, cfg.seed, task.id, copy, i, "b")
-            kernels.append(Kernel.make([step], block=block, warps=warps))
+            kernels.append(Kernel.make([step], block=int(block), warps=int(warps)))
         else:
-            kernels.append(Kernel.make([step], rows=1, warps=warps))
+            kernels.append(Kernel.make([step], rows=1, warps=int(warps)))
     return Plan(tuple(kernels))
 
 

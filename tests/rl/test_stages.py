@@ -5,6 +5,7 @@ the whole pipeline with a rule-based judge (default suite), on a tiny random Qwe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -352,6 +353,20 @@ def test_time_budget_truncates_cleanly(tmp_path):
     summary = json.loads((tmp_path / "pipeline.json").read_text())
     assert list(ms) == ["pretrain"] and summary["truncated"]
     assert set(summary["skipped"]) == {"warmup", "rft", "value", "ppo"}
+
+
+def test_a_kl_penalty_is_to_the_stage_s_starting_policy(tmp_path):
+    """With a KL penalty the warm-up's learner gets the pretrained actor as its frozen reference: its first
+    rollout batch is sampled by that same policy, so the reference KL starts at ~0 and grows as it learns."""
+    cfg = tiny_pipeline(tmp_path, stages=["warmup"])
+    cfg.warmup.steps = 3
+    cfg.warmup.learner.loss = dataclasses.replace(cfg.warmup.learner.loss, kl_penalty="k3_loss", kl_coef=0.1)
+    cfg.warmup.learner.actor = dataclasses.replace(cfg.warmup.learner.actor, lr=3e-3)
+    pl.run_pipeline(cfg, judge=RuleJudge())
+    rows = [json.loads(line) for line in (tmp_path / "warmup" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert abs(rows[0]["kl_ref"]) < 1e-4 and rows[-1]["kl_ref"] > 1e-4, [r["kl_ref"] for r in rows]
+    assert all("kl_loss" in r for r in rows)
 
 
 # --- every stage on a tiny random Qwen2 Hugging Face checkpoint (model=hf) ---

@@ -58,28 +58,40 @@ def test_shares():
 
 def test_corpus_config_refuses_optimised_settings():
     with pytest.raises(ValueError, match="unoptimised"):
-        CorpusConfig(blocks=[1024, 2048])
+        CorpusConfig(tiles=[[1024, 4], [2048, 4]], tile_weights=[])
     with pytest.raises(ValueError, match="unoptimised"):
-        CorpusConfig(warps=[8])
-    with pytest.raises(ValueError, match="block_weights"):
-        CorpusConfig(blocks=[32, 64], block_weights=[1.0])
+        CorpusConfig(tiles=[[256, 8]], tile_weights=[])
+    with pytest.raises(ValueError, match="tile_weights"):
+        CorpusConfig(tiles=[[32, 1], [64, 1]], tile_weights=[1.0])
+    with pytest.raises(ValueError, match="pairs"):
+        CorpusConfig(tiles=[[32, 1, 2]], tile_weights=[])
 
 
-def test_corpus_settings_follow_their_weights(tasks):
-    """Naive tiles are the likeliest (the pretrained greedy plan is slow); the others stay present."""
+def test_corpus_tiles_follow_their_weights_one_per_plan(tasks):
+    """The naive tile is the likeliest (the pretrained greedy plan is slow), every other stays present, and
+    a plan uses one tile throughout (a good tile is one choice, not one per kernel)."""
     from collections import Counter
 
     cfg = CorpusConfig(plans_per_task=1)
     pairs = corpus_plans(corpus_tasks(SMALL, 400), cfg)
-    blocks = Counter(k.block for _, p in pairs for k in p.kernels if k.block)
-    warps = Counter(k.warps for _, p in pairs for k in p.kernels)
-    assert blocks.most_common(1)[0][0] == 32 and set(blocks) == set(cfg.blocks)
-    assert warps.most_common(1)[0][0] == 1 and set(warps) == set(cfg.warps)
-    uniform = CorpusConfig(plans_per_task=1, block_weights=[], warp_weights=[])
+    tiles = Counter()
+    for _, p in pairs:
+        assert len({k.warps for k in p.kernels}) == 1 and len({k.block for k in p.kernels if k.block}) <= 1
+        block = next((k.block for k in p.kernels if k.block), None)
+        if block is not None:
+            tiles[(block, p.kernels[0].warps)] += 1
+    assert tiles.most_common(1)[0][0] == (32, 1) and set(tiles) == {tuple(t) for t in cfg.tiles}
+    n = sum(tiles.values())
+    for t, w in zip(cfg.tiles, cfg.tile_weights):  # 400 draws: within 4 binomial standard deviations
+        assert abs(tiles[tuple(t)] / n - w) < 4 * (w * (1 - w) / n) ** 0.5 + 1e-9, (t, tiles)
+    uniform = CorpusConfig(plans_per_task=1, tile_weights=[])
     flat = Counter(
-        k.block for _, p in corpus_plans(corpus_tasks(SMALL, 400), uniform) for k in p.kernels if k.block
+        (k.block, k.warps)
+        for _, p in corpus_plans(corpus_tasks(SMALL, 400), uniform)
+        for k in p.kernels[:1]
+        if k.block
     )
-    assert flat[32] < blocks[32]
+    assert flat[(32, 1)] < tiles[(32, 1)]
 
 
 def test_corpus_tasks_avoid_held_out_chains(tasks):

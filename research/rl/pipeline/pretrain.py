@@ -1,7 +1,12 @@
 """Pretraining the toy policy from scratch on the corpus of correct, unoptimised plans (the stand-in for a
 base model): next-token NLL of the plan tokens given ``<bos> task <sep>`` (prompt tokens are context, not
-targets), Optax AdamW with warmup + cosine decay, label smoothing (``label_smoothing``: keeps a little
-probability on every token, the exploration a base model brings to RL), one jitted step.
+targets), Optax AdamW with warmup + cosine decay, optional label smoothing, one jitted step.
+
+Label smoothing is off by default: it puts its mass on every token of the vocabulary at every position, so
+a policy sampled at temperature 1 writes a non-plan token (an observation token, ``<sep>``, a block size
+after an op name) with that probability at each of a plan's ~20 tokens. At 0.02, 22% of the pretrained
+policy's sampled plans were invalid for it (CPU, 64 episodes), and PPO's entropy bonus raised that further;
+exploration comes from the corpus's own spread of tiles instead (``research/toyenv/corpus.py``).
 
 ``multi_turn_share`` of the sequences teach the interaction format (what an instruction-tuned base model
 knows about tool calls, and nothing about optimisation): a corpus plan, an observation and another corpus
@@ -43,7 +48,7 @@ class PretrainConfig:
     lr: float = 1e-3
     warmup_steps: int = 50
     weight_decay: float = 0.01
-    label_smoothing: float = 0.05
+    label_smoothing: float = 0.0
     multi_turn_share: float = 0.5  # sequences with a second turn after an observation (the format)
     num_corpus_tasks: int = 512
     val_fraction: float = 0.05

@@ -215,13 +215,18 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
             critic = models.restore_checkpoint(prev.critic, mesh=rt.mesh)
         else:
             critic = models.Critic.from_policy(actor, seed=cfg.learner.seed)
-    learner = Learner(cfg.learner, actor, critic, mesh=rt.mesh)
+    # A KL penalty is to the policy the stage starts from (the warm-up's: the pretrained model; PPO's: the
+    # RFT actor), frozen, as verl's reference policy is.
+    reference = None
+    if cfg.learner.loss.kl_penalty != "none":
+        reference = models.restore_checkpoint(prev.actor, mesh=rt.mesh)
+    learner = Learner(cfg.learner, actor, critic, reference, mesh=rt.mesh)
     critic_init = (
         "pretrained"
         if critic is not None and critic_from_prev and prev.critic
         else ("fresh" if critic is not None else "none")
     )
-    del actor, critic  # the learner holds its own (donated) copy; the restored one need not stay alive
+    del actor, critic, reference  # the learner holds its own (donated) copies
     box: dict = {}
     rows, truncated = _learner_stage(
         rt,
