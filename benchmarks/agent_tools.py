@@ -80,6 +80,15 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+def finish(record: dict, rows: list[dict], out: str) -> None:
+    """The calls so far, their summary and the profile target, written to ``out``."""
+    record["calls"] = rows
+    record["summary"] = summarise(rows)
+    prof = record["summary"].get("profile", {})
+    record["profile_under_4s"] = prof.get("median_s") is not None and prof["median_s"] < 4.0
+    write_json(out, record)
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -123,17 +132,14 @@ def main(argv=None) -> dict:
                         row["text"] = res.text[:300]
                     rows.append(row)
                     print(json.dumps(row), flush=True)
+                    finish(record, rows, a.out)  # after every call: an outer timeout keeps what finished
                     time.sleep(think)
-    record["calls"] = rows
-    record["summary"] = summarise(rows)
-    prof = record["summary"].get("profile", {})
-    record["profile_under_4s"] = prof.get("median_s") is not None and prof["median_s"] < 4.0
+    finish(record, rows, a.out)
     for name, s in record["summary"].items():
         print(
             f"{name:<11} first {s['first_s']:>8.3f} s  median {s['median_s'] or 0:>8.3f} s  "
             f"ok {s['ok']}/{s['calls']}"
         )
-    write_json(a.out, record)
     print(f"wrote {a.out}")
     return record
 
