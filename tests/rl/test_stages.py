@@ -493,6 +493,43 @@ def test_demo_runs_the_full_pipeline_and_the_ablations_and_writes_at_most_8_file
     assert json.loads((out / "results.json").read_text())["runs"].keys() == res["runs"].keys()
 
 
+def test_demo_standalone_ablation_and_sigterm_keep_what_finished(tmp_path, monkeypatch):
+    """--standalone runs an ablation from scratch (its own pretraining, no full run); a SIGTERM arriving
+    mid-run (the outer timeout of a GPU call) leaves results.json with every stage that finished and its
+    evaluation, and starts nothing more."""
+    import signal
+
+    from research.rl.pipeline import demo
+    from research.rl.pipeline.stages import STAGE_FNS
+
+    def sigterm_at_rft(rt, prev):  # the signal arrives as stage 2 starts
+        demo._on_sigterm(signal.SIGTERM, None)
+
+    monkeypatch.setitem(STAGE_FNS, "rft", sigterm_at_rft)
+    base = tiny_pipeline(tmp_path / "unused")
+    base.eval.enabled, base.eval.turns, base.eval.max_tasks = True, 1, 1
+    out = tmp_path / "out"
+    cfg = demo.DemoConfig(
+        out=str(out),
+        work=str(tmp_path / "work"),
+        budget_s=3600,
+        min_ablation_s=1,
+        ablations=["raw_speedup_reward", "no_rft"],
+        standalone=True,
+    )
+    res = demo.run_demo(cfg, base=base, judge=RuleJudge())
+    assert res["terminated"] == f"signal {int(signal.SIGTERM)}"
+    assert list(res["runs"]) == ["raw_speedup_reward"]  # nothing started after the signal
+    run = res["runs"]["raw_speedup_reward"]
+    assert run["error"].startswith("terminated") and list(run["stages"]) == ["pretrain", "warmup"]
+    assert {"raw_speedup_reward/pretrain", "raw_speedup_reward/warmup"} <= set(res["eval"])
+    written = json.loads((out / "results.json").read_text())
+    assert written["terminated"] and written["runs"].keys() == res["runs"].keys()
+    assert not (tmp_path / "work" / "full").exists()  # standalone: no full run
+    summary = json.loads((tmp_path / "work" / "raw_speedup_reward" / "pipeline.json").read_text())
+    assert list(summary["stages"]) == ["pretrain", "warmup"]
+
+
 def test_corpus_multi_turn_sequences_teach_the_format_only(toy_tasks):
     from research.rl.pipeline.observations import SPEED_NAMES, STATUSES
     from research.rl.pipeline.pretrain import format_observation

@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import importlib.util
 import json
+import signal
 import sys
 import tarfile
 import time
@@ -264,21 +265,26 @@ def run_demo(cfg: DemoConfig, *, base: PipelineConfig | None = None, judge=None)
     else:
         base = dataclasses.replace(base, out_dir=str(work / "full"))
     results: dict = {"config": {"budget_s": cfg.budget_s, "ablations": cfg.ablations}, "runs": {}}
-    if not cfg.standalone:
-        # The full run gets what the ablations do not need: they reuse its pretraining and early stages.
-        reserve = cfg.min_ablation_s * len(cfg.ablations)
-        full = dataclasses.replace(base, time_budget_s=max(left() - reserve, left() * 0.6))
-        _run(full, "full", results, work, out, judge)
-        _export_policy(results, Path(full.out_dir), out)
-    for i, name in enumerate(cfg.ablations):
-        if left() < cfg.min_ablation_s:
-            results["runs"][name] = {"skipped": f"time budget: {left():.0f} s left"}
-            _collect(results, work, out)
-            continue
-        # standalone: the time left shared by the ablations still to run
-        budget = left() / (len(cfg.ablations) - i) if cfg.standalone else left() - 15
-        ab = dataclasses.replace(_ablation(base, name, work, cfg.standalone), time_budget_s=budget)
-        _run(ab, name, results, work, out, judge)
+    try:
+        if not cfg.standalone:
+            # The full run gets what the ablations do not need: they reuse its pretraining and early stages.
+            reserve = cfg.min_ablation_s * len(cfg.ablations)
+            full = dataclasses.replace(base, time_budget_s=max(left() - reserve, left() * 0.6))
+            _run(full, "full", results, work, out, judge)
+            _export_policy(results, Path(full.out_dir), out)
+        for i, name in enumerate(cfg.ablations):
+            if left() < cfg.min_ablation_s:
+                results["runs"][name] = {"skipped": f"time budget: {left():.0f} s left"}
+                _collect(results, work, out)
+                continue
+            # standalone: the time left shared by the ablations still to run
+            budget = left() / (len(cfg.ablations) - i) if cfg.standalone else left() - 15
+            ab = dataclasses.replace(_ablation(base, name, work, cfg.standalone), time_budget_s=budget)
+            _run(ab, name, results, work, out, judge)
+    except Terminated as exc:  # after SIGTERM: what finished is in results.json; no further run starts
+        results["terminated"] = str(exc)
+        if not cfg.standalone and "full" in results["runs"] and "exported_policy" not in results:
+            _export_policy(results, Path(base.out_dir), out)
     results["elapsed_s"] = time.monotonic() - t0
     _collect(results, work, out)
     return results
@@ -303,15 +309,30 @@ def _export_policy(results: dict, run_dir: Path, out: Path) -> None:
         results["exported_policy"] = {"error": repr(exc)}
 
 
+class Terminated(BaseException):
+    """SIGTERM (an outer ``timeout``) arrived: what finished is written, nothing more runs. A
+    BaseException, so no ``except Exception`` on the way swallows it; the pipeline's ``finally`` still writes
+    its summary and closes the sandbox."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated(f"signal {signum}")
+
+
 def _run(cfg: PipelineConfig, name: str, results: dict, work: Path, out: Path, judge=None) -> None:
     t = time.monotonic()
     try:
         run_pipeline(cfg, judge=judge, eval_judge=judge)
         results["runs"][name] = _run_summary(Path(cfg.out_dir))
+    except Terminated as exc:  # the stages that finished, with their evaluations, are kept
+        results["runs"][name] = {"error": f"terminated ({exc})", **_run_summary(Path(cfg.out_dir))}
+        raise
     except Exception as exc:  # one failed run must not lose the others
         results["runs"][name] = {"error": f"{type(exc).__name__}: {exc}", **_run_summary(Path(cfg.out_dir))}
-    results["runs"][name]["wall_s"] = time.monotonic() - t
-    _collect(results, work, out)
+    finally:
+        if name in results["runs"]:
+            results["runs"][name]["wall_s"] = time.monotonic() - t
+        _collect(results, work, out)
 
 
 def main(argv=None) -> None:
@@ -324,6 +345,7 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     abl = [x for x in a.ablations.split(",") if x]
     cfg = DemoConfig(out=a.out, work=a.work, budget_s=a.budget_s, ablations=abl, standalone=a.standalone)
+    signal.signal(signal.SIGTERM, _on_sigterm)  # an outer timeout still leaves results.json
     res = run_demo(cfg)
     print(json.dumps({k: res.get(k) for k in ("target", "elapsed_s")}, indent=2, default=str))
 
