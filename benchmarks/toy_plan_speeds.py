@@ -28,18 +28,10 @@ sys.path.insert(0, str(ROOT))
 from _models_bench import env_info, write_json  # noqa: E402
 
 from research.toyenv import Kernel, Plan, PlanError, RenderError, Step, render_plan  # noqa: E402
+from research.toyenv.corpus import one_kernel_per_op  # noqa: E402
 from research.toyenv.ops import MAP  # noqa: E402
 
 UNFUSED = [(32, 1), (128, 1), (256, 2), (1024, 4), (4096, 8)]  # (block, warps) for every kernel
-
-
-def unfused(task, block: int, warps: int, vec: int = 1) -> Plan:
-    ks = []
-    for op in task.ops:
-        step = Step(op)
-        kw = dict(block=block, vec=vec) if step.kind == MAP else dict(rows=1)
-        ks.append(Kernel.make([step], warps=warps, **kw))
-    return Plan(tuple(ks))
 
 
 def fused(task, block: int = 1024, warps: int = 4) -> Plan:
@@ -48,9 +40,7 @@ def fused(task, block: int = 1024, warps: int = 4) -> Plan:
     groups: list[list[Step]] = []
     for op in task.ops:
         step = Step(op)
-        if groups and (step.kind == MAP or all(s.kind == MAP for s in groups[-1])) and not (
-            step.kind != MAP and any(s.kind != MAP for s in groups[-1])
-        ):
+        if groups and not (step.kind != MAP and any(s.kind != MAP for s in groups[-1])):
             groups[-1].append(step)
         else:
             groups.append([step])
@@ -62,8 +52,8 @@ def fused(task, block: int = 1024, warps: int = 4) -> Plan:
 
 
 def grid(task) -> dict[str, Plan]:
-    plans = {f"unfused_B{b}_W{w}": unfused(task, b, w) for b, w in UNFUSED}
-    plans["unfused_B1024_W4_V4"] = unfused(task, 1024, 4, vec=4)
+    plans = {f"unfused_B{b}_W{w}": one_kernel_per_op(task, b, w) for b, w in UNFUSED}
+    plans["unfused_B1024_W4_V4"] = one_kernel_per_op(task, 1024, 4, vec=4)
     plans["fused_B1024_W4"] = fused(task)
     plans["fused_B4096_W8"] = fused(task, 4096, 8)
     out = {}

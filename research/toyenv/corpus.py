@@ -108,13 +108,17 @@ def baseline_plan(task: ToyTask, copy: int = 0, cfg: CorpusConfig | None = None)
     the tile)."""
     cfg = cfg or CorpusConfig()
     block, warps = _draw(cfg.tiles, cfg.tile_weights, cfg.seed, task.id, copy, "tile")
+    return one_kernel_per_op(task, int(block), int(warps))
+
+
+def one_kernel_per_op(task: ToyTask, block: int, warps: int, vec: int = 1) -> Plan:
+    """One kernel per op in the task's order, every kernel with the same tile: elementwise kernels
+    ``[block, vec]``, row kernels one row per program; ``warps`` for all."""
     kernels = []
     for name in task.ops:
         step = Step(name)
-        if step.kind == MAP:
-            kernels.append(Kernel.make([step], block=int(block), warps=int(warps)))
-        else:
-            kernels.append(Kernel.make([step], rows=1, warps=int(warps)))
+        tile = dict(block=block, vec=vec) if step.kind == MAP else dict(rows=1)
+        kernels.append(Kernel.make([step], warps=warps, **tile))
     return Plan(tuple(kernels))
 
 
