@@ -135,7 +135,7 @@ class SandboxClient:
         self.start()
         if solution_name and sol.text is not None:
             sol = Source(name=solution_name, text=sol.text)  # tracebacks and diagnostics use this name
-        settings = resolve(judge or self.default_judge, self.device)
+        settings = self._settings(judge)
         names = {"problem": problem or display_stem(ref), "solution": solution_name or sol.name}
         return self._fleet.executor.submit(self._evaluate, ref, sol, settings, names)
 
@@ -195,11 +195,15 @@ class SandboxClient:
         ref = read_source(reference, "reference")
         resolve(judge or self.default_judge, "cpu")
         self.start()
-        settings = resolve(judge or self.default_judge, self.device)
+        settings = self._settings(judge)
         out = self._get_baselines(ref, settings)
         return {"problem": display_stem(ref), "device": self.device, **out}
 
     # internals -------------------------------------------------------------------------------------------
+    def _settings(self, judge: JudgeConfig | None) -> dict[str, Any]:
+        """The resolved judge settings on this client's device, shared by its run workers per device."""
+        return resolve(judge or self.default_judge, self.device, self.config.run_workers_per_gpu)
+
     def _cache_env(self) -> dict[str, str]:
         fastpath = str(self.cache_dir / "fastpath")
         return {"KERNELS_ENV_CACHE_DIR": fastpath, "KERNELS_ENV_SANDBOX_CACHE": str(self.cache_dir)}
@@ -272,6 +276,7 @@ class SandboxClient:
             t0 = time.perf_counter()
             try:
                 assemble.add_timings(result, candidate, self._get_baselines(ref, settings))
+                assemble.note_shared_device(result, settings)
             except (BrokenReference, JudgeFailure) as exc:  # judged, but no baseline: no speedup exists
                 status = REFERENCE_ERROR if isinstance(exc, BrokenReference) else JUDGE_ERROR
                 result.update(status=status, stage="timing", error=str(exc))

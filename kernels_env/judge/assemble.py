@@ -181,6 +181,22 @@ def add_timings(result: dict[str, Any], candidate: dict[str, Any], base: dict[st
     result["messages"].extend(notes)
 
 
+def note_shared_device(result: dict[str, Any], settings: dict[str, Any]) -> None:
+    """Timings taken while other run workers shared the device (``run_workers_per_gpu`` > 1) are disturbed:
+    candidate and baselines alike, by how busy the others were. The verdict says so; its speedups stand as
+    measured, but no timing comparison should rest on them."""
+    shared = settings.get("device_shared_by", 1)
+    if not isinstance(shared, int) or shared <= 1 or not result.get("timings"):
+        return
+    result["timings"]["device_shared_by"] = shared
+    device = "GPU" if settings.get("device") == "cuda" else "CPU"
+    text = (
+        f"timed while {shared} run workers shared the {device} (run_workers_per_gpu={shared}): timings and "
+        "speedups are disturbed; compare speeds only with run_workers_per_gpu=1"
+    )
+    result["messages"].append(message("note", text, device_shared_by=shared))
+
+
 def add_reward(result: dict[str, Any], reward: str) -> None:
     result["reward_fn"] = reward
     result["reward"] = get_reward(reward)(result["status"], result["speedups"])

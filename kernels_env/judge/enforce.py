@@ -413,12 +413,18 @@ class RequestGuard:
             raise GuardViolation(found)
 
     # -- speed --------------------------------------------------------------------------------------------
-    def roofline(self, median_ms: float, inputs: Sequence[Any], outputs: Any) -> dict[str, Any]:
+    def roofline(
+        self, median_ms: float, inputs: Sequence[Any], outputs: Any, shared_by: int = 1
+    ) -> dict[str, Any]:
         """The floor for this task and device (GPU); ``below_roofline`` when the median beats physics (floors
-        under ``ROOFLINE_MIN_FLOOR_S`` are reported only: there the timer's resolution decides)."""
+        under ``ROOFLINE_MIN_FLOOR_S`` are reported only: there the timer's resolution decides).
+        ``shared_by``: run workers sharing the GPU. The copy bandwidth measured at this worker's start may
+        then have been shared with as many others, so the peak is scaled by them: only impossible times
+        fail, never an honest candidate measured against a disturbed start-up copy."""
         peak = self.snap.peak_bandwidth
         if peak is None:
             return {"roofline_floor_ms": None}
+        peak *= max(1, shared_by)
         outs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
         floor = roofline_floor_s(inputs, outs, peak)
         found = speed_violations(median_ms / 1e3, floor) if floor >= ROOFLINE_MIN_FLOOR_S else []

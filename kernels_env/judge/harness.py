@@ -86,6 +86,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """One request's record. ``report``: the supervisor's host-memory fields (``memory.Sections``)."""
     s = JudgeSettings.from_dict(req.judge)
+    memory.cap_to_share(device, s.device_shared_by)
     sections = memory.Sections(report)
     sections.send(owner="judge")  # until the candidate's import: the reference's and the judge's code
     workdir = Path(req.workdir)
@@ -312,9 +313,11 @@ def _plan(req: JudgeRequest, run_ref, params: int, retry: bool) -> memory.Memory
     inputs = _call_problem("get_inputs()", make_inputs, req.problem, fresh_seed(), s.input_family, device)
     footprint = _call_problem("Model.forward", memory.measure, run_ref, inputs, params, device)
     del inputs
-    free, source = memory.free_bytes(device, s.memory_budget_gb)
+    free, source, share = memory.free_bytes(device, s.memory_budget_gb, s.device_shared_by)
     wanted = s.timing["num_input_sets"] if s.time_candidate else 1
-    return memory.plan(footprint, free, s.families, wanted, device.type, source, retry)
+    return memory.plan(
+        footprint, free, s.families, wanted, device.type, source, retry, s.device_shared_by, share
+    )
 
 
 def _call_guard(fn: Callable[..., Any], *args: Any, stage: str) -> Any:
@@ -465,6 +468,7 @@ def baselines(
     report: Callable[..., None] | None = None,
 ) -> dict:
     s = JudgeSettings.from_dict(req.judge)
+    memory.cap_to_share(device, s.device_shared_by)
     try:
         problem = loader.load_problem(
             loader.materialize(req.reference, Path(req.workdir)), req.reference.name

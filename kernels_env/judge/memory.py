@@ -80,8 +80,8 @@ class Footprint:
 @dataclass
 class MemoryPlan:
     footprint: Footprint
-    free_bytes: int  # what the judge plans with (device free memory, or the configured budget)
-    free_source: str  # "device" | "budget"
+    free_bytes: int  # what the judge plans with (device free memory, this worker's share, or the budget)
+    free_source: str  # "device" | "share" | "budget"
     timing_sets: int
     shape_growth: float  # 1.0: the shape family only shrinks the batch
     families_skipped: dict[str, str] = field(default_factory=dict)  # family -> why it does not fit
@@ -89,6 +89,8 @@ class MemoryPlan:
     trials_fit: bool = True  # False: even the trials (which always run) exceed the estimate; an OOM is ours
     retry: bool = False
     host_bytes: int = 0  # host memory the judge and the reference may hold on top of the worker's limit
+    shared_by: int = 1  # run workers sharing the device (SandboxConfig.run_workers_per_gpu)
+    share_bytes: int | None = None  # shared_by > 1: this worker's share (free_bytes is at most that)
 
     @property
     def headroom_ok(self) -> bool:
@@ -123,6 +125,8 @@ def plan(
     device_type: str = "cuda",
     free_source: str = "device",
     retry: bool = False,
+    shared_by: int = 1,
+    share_bytes: int | None = None,
 ) -> MemoryPlan:
     """The memory plan of one request (see the module doc); pure."""
     f = footprint
@@ -159,6 +163,8 @@ def plan(
         trials_fit=needs["trials"] <= usable,
         retry=retry,
         host_bytes=int(host),
+        shared_by=shared_by,
+        share_bytes=share_bytes,
     )
 
 
@@ -224,18 +230,48 @@ def size(n: float) -> str:
     return f"{int(n)} B"
 
 
-def free_bytes(device: torch.device, budget_gb: float | None) -> tuple[int, str]:
-    """Free memory the judge may plan with: the device's (CUDA: the driver's free memory plus the blocks the
-    allocator caches unused, which it gives back itself before failing an allocation; CPU: available RAM),
-    or the configured budget when it is smaller."""
+def free_bytes(
+    device: torch.device, budget_gb: float | None, shared_by: int = 1
+) -> tuple[int, str, int | None]:
+    """(bytes, source, share): the free memory the judge may plan with, and where that number comes from.
+    The device's (CUDA: the driver's free memory plus the blocks the allocator caches unused, which it gives
+    back itself before failing an allocation; CPU: available RAM); with ``shared_by`` run workers on the
+    device, at most this worker's ``share`` (``device_share``); the configured budget when smaller still."""
     if device.type == "cuda":
         cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        free = int(torch.cuda.mem_get_info(device)[0]) + max(0, cached)
+        free, source = int(torch.cuda.mem_get_info(device)[0]) + max(0, cached), "device"
     else:
-        free = _host_available()
+        free, source = _host_available(), "device"
+    share = device_share(device, shared_by) if shared_by > 1 else None
+    if share is not None and share < free:
+        free, source = share, "share"
     if budget_gb is not None and budget_gb * GiB < free:
-        return int(budget_gb * GiB), "budget"
-    return free, "device"
+        free, source = int(budget_gb * GiB), "budget"
+    return free, source, share
+
+
+def device_share(device: torch.device, shared_by: int) -> int:
+    """This run worker's share of a device that ``shared_by`` workers share: the device's total memory over
+    ``shared_by``, less what this process already holds (CUDA: its live tensors; the worker caps its
+    allocator at the same fraction, ``cap_to_share``. CPU: its resident memory). The free memory alone
+    would let each of N idle workers plan with all of it, and their requests then fail each other."""
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        held = torch.cuda.memory_allocated(device)
+    else:
+        import psutil
+
+        total, held = psutil.virtual_memory().total, psutil.Process().memory_info().rss
+    return max(0, total // max(1, shared_by) - held)
+
+
+def cap_to_share(device: torch.device, shared_by: int) -> None:
+    """With ``shared_by`` run workers on one GPU, cap this process's allocator at its share (torch raises an
+    out-of-memory error past it): a candidate that blows up its memory then fails alone (its own OOM, inside
+    its headroom), not the requests of the workers next to it. Set per request before any candidate code;
+    the default (one worker per GPU) leaves the allocator alone."""
+    if device.type == "cuda" and shared_by > 1:
+        torch.cuda.set_per_process_memory_fraction(1.0 / shared_by, device)
 
 
 def _host_available() -> int:

@@ -18,6 +18,7 @@ request's memory plan's (``kernels_env.judge.memory``): at most ``INPUT_BYTES_BU
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -81,7 +82,8 @@ def run(req: JudgeRequest, model, run_ref) -> dict | None:
             old.copy_(new)  # same storage (same data pointers), new values
     out = _recheck(req, model, sets[0], "a timed input set refilled in place", run_ref)
     if stats is not None and device.type == "cuda":
-        stats.update(call_candidate(guard.roofline, stats["median_ms"], sets[0], out, **where))
+        roofline = functools.partial(guard.roofline, shared_by=s.device_shared_by)
+        stats.update(call_candidate(roofline, stats["median_ms"], sets[0], out, **where))
     return stats
 
 

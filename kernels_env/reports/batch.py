@@ -172,7 +172,7 @@ def _evaluate_all(cfg: BatchConfig, todo: list[Item], results_path: Path, initia
     client = SandboxClient(cfg.sandbox, cfg.judge)
     try:
         client.start()
-        limit = cfg.max_in_flight or cfg.sandbox.num_compile_workers + max(cfg.sandbox.num_gpu_workers, 1) + 1
+        limit = cfg.max_in_flight or cfg.sandbox.default_in_flight()
         pending: dict[concurrent.futures.Future, Item] = {}
         queue = list(todo)
         with open(results_path, "a") as f:

@@ -11,6 +11,11 @@ class SandboxConfig:
 
     device: str = "auto"  # auto | cpu | cuda
     num_gpu_workers: int = 0  # 0: one worker per visible GPU (one in CPU mode)
+    # Run workers sharing each GPU (CPU mode: the CPU), each with its standby. 1 (the default) for any timing
+    # that is compared: workers sharing a device disturb each other's timings (verdicts then say so). More
+    # for correctness-heavy work (soaks, rewards without timing, audits): a crash, hang or restart then
+    # stalls one of N workers instead of the GPU's only one. Each plans with 1/N of the device's memory.
+    run_workers_per_gpu: int = 1
     # The GPUs run workers use, as CUDA ordinals of this process (indices into CUDA_VISIBLE_DEVICES when
     # set); None: every visible GPU. Lets a learner keep others to itself (research DevicesConfig).
     gpus: list[int] | None = None
@@ -35,6 +40,11 @@ class SandboxConfig:
     ray_namespace: str = "kernels_env"
     ray_run_actors: int = 0  # 0: num_gpu_workers, else one per GPU of the cluster (CPU mode: one)
     ray_cpus_per_actor: float = 1.0  # CPU resource each actor reserves (GPU run actors also take one GPU)
+
+    def default_in_flight(self) -> int:
+        """Requests worth keeping in flight when nothing else says: one per compile worker and per run worker
+        (of ``num_gpu_workers`` GPUs, at least one), plus one waiting, so that no worker idles."""
+        return self.num_compile_workers + max(self.num_gpu_workers, 1) * self.run_workers_per_gpu + 1
 
 
 @dataclass
@@ -93,6 +103,6 @@ class BatchConfig:
     resume: bool = True
     progress: bool = True
     plot: bool = True
-    max_in_flight: int = 0  # requests submitted at once (0: compile workers + run workers)
+    max_in_flight: int = 0  # requests submitted at once (0: sandbox.default_in_flight())
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)

@@ -108,6 +108,9 @@ class JudgeSettings:
     allow_tf32: bool
     device: str
     memory_budget_gb: float | None = None  # JudgeConfig.memory_budget_gb (kernels_env.judge.memory)
+    # Run workers sharing the device (SandboxConfig.run_workers_per_gpu): the memory plan takes this one's
+    # share of the device, and timings taken while it is above 1 are disturbed (and keyed apart).
+    device_shared_by: int = 1
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JudgeSettings:
@@ -125,8 +128,9 @@ class JudgeSettings:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
-def resolve(judge: JudgeConfig, device: str) -> dict[str, Any]:
-    """The complete judge settings for one request (also recorded in every result under ``judge``)."""
+def resolve(judge: JudgeConfig, device: str, device_shared_by: int = 1) -> dict[str, Any]:
+    """The complete judge settings for one request (also recorded in every result under ``judge``);
+    ``device_shared_by``: the sandbox's run workers per device (``SandboxConfig.run_workers_per_gpu``)."""
     from .rewards import get_reward
 
     protocol = get_protocol(judge.protocol)
@@ -163,6 +167,7 @@ def resolve(judge: JudgeConfig, device: str) -> dict[str, Any]:
         allow_tf32=policy.allow_tf32,
         device=device,
         memory_budget_gb=judge.memory_budget_gb,
+        device_shared_by=device_shared_by,
     )
     _check(settings)
     return settings.to_dict()
@@ -182,6 +187,8 @@ def _check(s: JudgeSettings) -> None:
         raise ValueError(f"memory_budget_gb must be > 0 (or None), got {s.memory_budget_gb}")
     if s.num_trials < 1:
         raise ValueError(f"num_trials must be >= 1, got {s.num_trials}")
+    if s.device_shared_by < 1:
+        raise ValueError(f"run_workers_per_gpu must be >= 1, got {s.device_shared_by}")
     bad = [m for m in s.baselines if m not in BASELINE_MODES]
     if bad:
         raise ValueError(f"unknown baseline modes {bad}; known: {BASELINE_MODES}")

@@ -1,5 +1,6 @@
-"""The sandbox's processes for one client: one run worker per GPU (or one CPU run worker), CPU compile
-workers, optional standby run workers, a private temp directory and the threads requests run on.
+"""The sandbox's processes for one client: one run worker per GPU (or one CPU run worker; with
+``run_workers_per_gpu`` that many), CPU compile workers, optional standby run workers, a private temp
+directory and the threads requests run on.
 
 Started on first use, in parallel; ``close`` stops everything and removes the temp directory. ``make_fleet``
 picks the backend: this one (processes on this machine) or ``ray_fleet.RayFleet`` (Ray actors on a cluster).
@@ -71,23 +72,35 @@ class Fleet:
         limit = int(cfg.memory_limit_gb * 2**30)
         run_env, compile_env = self.worker_envs()
         if self.device == "cuda":
-            # at most one run worker per GPU: two would disturb each other's timings
+            # By default one run worker per GPU: two would disturb each other's timings
             count = min(cfg.num_gpu_workers or len(gpus), len(gpus))
-            run_envs = [{**run_env, "CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(count)]
+            slots = [{**run_env, "CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(count)]
         else:
-            run_envs = [run_env]
+            slots = [run_env]
+        # run_workers_per_gpu > 1: that many on each GPU (CPU mode: on the CPU), for correctness-heavy work;
+        # the default keeps the names of one worker per GPU (run0, run1, ...)
+        per = self.run_workers_per_gpu()
+        names = [f"run{g}" if per == 1 else f"run{g}.{j}" for g in range(len(slots)) for j in range(per)]
+        run_envs = [env for env in slots for _ in range(per)]
 
         def worker(role: str, device: str, env: dict[str, str], name: str) -> Worker:
             return Worker(role, device, env, self.tmp, name, limit, cfg.startup_timeout_s)
 
-        runs = [worker("run", self.device, env, f"run{i}") for i, env in enumerate(run_envs)]
+        runs = [worker("run", self.device, env, name) for env, name in zip(run_envs, names)]
         compiles = [
             worker("compile", "cpu", compile_env, f"compile{i}")
             for i in range(max(1, cfg.num_compile_workers))
         ]
-        standbys = [worker("run", self.device, env, f"run{i}-standby") for i, env in enumerate(run_envs)]
+        # one standby per run worker, on its GPU: the pool promotes a worker's own standby when it dies
+        standbys = [worker("run", self.device, env, f"{name}-standby") for env, name in zip(run_envs, names)]
         run = WorkerPool(runs, cfg.max_requests_per_worker, standbys if cfg.standby_run_workers else [])
         return run, WorkerPool(compiles)
+
+    def run_workers_per_gpu(self) -> int:
+        per = self.config.run_workers_per_gpu
+        if isinstance(per, bool) or not isinstance(per, int) or per < 1:
+            raise ValueError(f"sandbox.run_workers_per_gpu must be an integer >= 1, got {per!r}")
+        return per
 
     def worker_envs(self) -> tuple[dict[str, str], dict[str, str]]:
         """(run worker, compile worker) environments; a CUDA run worker gets its GPU on top of its own."""

@@ -87,6 +87,11 @@ class RayFleet(Fleet):
 
     def _pools(self) -> tuple[RayWorkerPool, RayWorkerPool]:
         cfg = self.config
+        if self.run_workers_per_gpu() != 1:  # before Ray starts: a settings error costs nothing
+            raise SandboxError(
+                f"sandbox.run_workers_per_gpu={cfg.run_workers_per_gpu} applies to backend=local only: Ray "
+                "places one run actor per GPU (in CPU mode, ray_run_actors sets how many)"
+            )
         if cfg.gpus is not None:  # a node's GPUs are Ray's to hand out, by resources, not ours to pick
             raise SandboxError(
                 "sandbox.gpus does not apply to backend=ray: start each Ray node with the judge GPUs only "

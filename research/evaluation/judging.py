@@ -111,7 +111,7 @@ def _judge(todo, paths, results_path, sandbox, judge, max_in_flight, progress, c
 
     own = client is None
     client = client or SandboxClient(sandbox, judge)
-    limit = max_in_flight or sandbox.num_compile_workers + max(sandbox.num_gpu_workers, 1) + 1
+    limit = max_in_flight or sandbox.default_in_flight()
     bar = tqdm(
         total=initial + len(todo), initial=initial, disable=not progress, unit="sol", dynamic_ncols=True
     )
