@@ -2,6 +2,7 @@
 
     python benchmarks/soak.py --count 500 --concurrency 4 --out soak.json            # CPU or GPU
     python benchmarks/soak.py --count 20 --concurrency 3 --device cpu --no-progress    # what the test runs
+    python benchmarks/soak.py --count 60 --concurrency 4 --run-workers-per-gpu 2      # two run workers
 
 Candidates (one reference, tests/redteam/problems/relu.py): correct and wrong Triton kernels, crashes
 (abort, segfault), hangs (import, forward, kernel), memory blow-ups, forged replies (the red-team corpus's
@@ -14,8 +15,39 @@ comment, so no two sources are the same. Invariants (``violations`` lists every 
   after it closed, and the private ``TMPDIR`` the sandbox (workers, compile children, candidates) ran with
   is empty again (other users of ``/tmp`` cannot blur the count).
 
-Reported: verdicts and time per verdict (median / p95 / max of ``durations_s.total``) per category, worker
-starts beyond the initial ones (restarts, per role), wall time, GPU and versions.
+Reported: verdicts and time per verdict (median / p95 / max of ``durations_s.total``, and the median of its
+queued / compile / run parts) per category, worker starts beyond the initial ones (restarts per role, and
+their seconds: ``restart_s``), ``time_split`` (seconds summed over the verdicts: queued, compile, run, and the
+part of the stages spent in requests that ended in a timeout), start-up and wall time, the sandbox's set-up
+(compile workers, run workers per GPU, timeouts), GPU and versions.
+
+Where a verdict's time goes. Every crash, hang and memory blow-up in the mix ends its run worker (7 of the
+12 GPU categories; hangs also hold it for ``--run-timeout``), and with the sandbox's default of one run worker
+per GPU every other request waits for that worker. CPU mode, 2 cores shared with other jobs (load 4-6),
+``--count 60 --concurrency 4``, 10 s timeouts, seed 0, 0 violations either way:
+
+- one run worker: 60 verdicts in 196 s (1,104/hour), 32 run-worker restarts (median 6.1 s each). Summed over
+  the verdicts: 564 s queued, 116 s in the run stage (100 s of it the 10 forward/kernel hangs' timeouts),
+  65 s compiling (60 s the 6 import hangs). Queueing dominates: the one worker spends half the wall time in
+  hang timeouts, and after a crash its standby is often not back yet (a crash every ~6 s, a restart as long);
+- ``--run-workers-per-gpu 2``: 146 s (1,484/hour), 315 s queued; the restarts (median 9.0 s: four run
+  processes restarting on two busy cores) are now the limit.
+
+A run worker's restart is ~2.7 s on an idle core: ``import torch`` 1.1 s, ``torch._dynamo``'s module tagging
+1.0 s (installed before the judge's integrity baseline, or a later ``torch.compile`` would look like a
+candidate replacing judge code), Triton and judge imports, environment and a collection 0.6 s. None of it can
+be deferred without weakening a check, so it stays; the lever is more workers. On the H200 with one worker
+the soak managed 71 verdicts with 45 restarts in 349 s (benchmarks/results/issue12_gpu.md): a restart every
+7.8 s of wall time, the hangs' timeouts included.
+
+Settings: ``--run-workers-per-gpu N`` (``SandboxConfig.run_workers_per_gpu``: N run workers, each with its
+standby, per GPU; the soak times nothing, so sharing costs it nothing) and ``--concurrency`` about compile
+workers + run workers (GPUs x N) + a few, so no worker waits for a request; more only adds to each verdict's
+queued time, not to the rate. On a 16-core H200 host, for 500 verdicts in about 8 minutes (an estimate from
+the numbers above, not yet run; ``--budget-s`` writes the report of what was done in time either way):
+
+    timeout 525 python benchmarks/soak.py --count 500 --concurrency 16 --run-workers-per-gpu 8 \\
+        --compile-workers 4 --device cuda --budget-s 480 --no-progress --out soak.json
 
 A run cut short still says how far it got:
 
@@ -241,29 +273,52 @@ def settle_descendants(before: set[int], timeout_s: float = 15.0) -> set[int]:
 
 
 class StartCounter:
-    """Counts worker restarts by role: ``Worker.start`` runs once per worker slot (a standby is a slot of its
-    own) and again on the same object for every restart."""
+    """Counts worker restarts by role and times them: ``Worker.start`` runs once per worker slot (a standby
+    is a slot of its own) and again on the same object for every restart."""
 
     def __init__(self) -> None:
         from kernels_env.runtime import supervisor
 
-        self.starts: dict[int, list] = {}  # id(worker) -> [role, starts]
+        self.starts: dict[int, list] = {}  # id(worker) -> [role, starts, [seconds of each restart]]
         self._lock = threading.Lock()
         original = supervisor.Worker.start
         self._restore = lambda: setattr(supervisor.Worker, "start", original)
 
         def start(worker, *args, **kwargs):
             with self._lock:
-                self.starts.setdefault(id(worker), [worker.role, 0])[1] += 1
-            return original(worker, *args, **kwargs)
+                entry = self.starts.setdefault(id(worker), [worker.role, 0, []])
+                entry[1] += 1
+                again = entry[1] > 1
+            t0 = time.perf_counter()
+            try:
+                return original(worker, *args, **kwargs)
+            finally:
+                if again:  # a restart (process start to its hello): what a crash costs its worker slot
+                    with self._lock:
+                        entry[2].append(time.perf_counter() - t0)
 
         supervisor.Worker.start = start
 
     def restarts(self) -> dict[str, int]:
         out: collections.Counter = collections.Counter()
-        for role, starts in self.starts.values():
+        for role, starts, _ in self.starts.values():
             out[role] += starts - 1
         return dict(out)
+
+    def restart_seconds(self) -> dict[str, dict]:
+        """Per role: how long a restart took (median, max) and in all (seconds of a worker slot)."""
+        by_role: dict[str, list[float]] = collections.defaultdict(list)
+        for role, _, seconds in self.starts.values():
+            by_role[role] += seconds
+        return {
+            role: {
+                "median_s": round(statistics.median(xs), 2),
+                "max_s": round(max(xs), 2),
+                "total_s": round(sum(xs), 1),
+            }
+            for role, xs in sorted(by_role.items())
+            if xs
+        }
 
     def close(self) -> None:
         self._restore()
@@ -288,6 +343,7 @@ def config(args, cache_dir: str):
         run_timeout_s=args.run_timeout,
         memory_limit_gb=args.memory_limit_gb,
         startup_timeout_s=240,
+        run_workers_per_gpu=args.run_workers_per_gpu,
     )
 
 
@@ -308,9 +364,13 @@ def run(args, stop: Stop | None = None, started: float | None = None) -> dict:
     wall_started = time.perf_counter()
     try:
         with private_tmpdir() as tmp, SandboxClient(config(args, cache_dir)) as sb:
-            say(f"starting the sandbox (device {args.device}, {args.compile_workers} compile workers)")
+            say(
+                f"starting the sandbox (device {args.device}, {args.compile_workers} compile workers, "
+                f"{args.run_workers_per_gpu} run worker(s) per GPU)"
+            )
             sb.start()
-            say(f"sandbox up after {time.monotonic() - started:.1f} s on {sb.device}")
+            up_s = time.monotonic() - started
+            say(f"sandbox up after {up_s:.1f} s on {sb.device}")
             order = plan(args.count, sb.device, args.seed)
             done = drive(sb, order, judge, args, started=started, stop=stop)
             device, env = sb.device, sb.environment
@@ -324,6 +384,8 @@ def run(args, stop: Stop | None = None, started: float | None = None) -> dict:
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(cache_dir, ignore_errors=True)
     result = report(done.records, wall, counter.restarts(), leaked_procs, leaked_tmp, device, env, args, done)
+    result["startup_s"] = round(up_s, 2)
+    result["restart_s"] = counter.restart_seconds()
     say(
         f"{'stopped (' + done.stopped_by + ')' if done.stopped_by else 'finished'}: {len(done.records)}/"
         f"{args.count} done, {len(result['violations'])} violation(s), {time.monotonic() - started:.0f} s"
@@ -388,10 +450,14 @@ def drive(
         return stop.signal is None
 
     def collect() -> bool:
-        record = _collect(*inflight[0], bound, wait=waiting)
-        if record is None:  # a signal: leave the rest in flight
+        """Record the first request to finish (or pass its bound), not the oldest: a hang at the head of the
+        queue would otherwise keep the requests finished behind it from being replaced, and the run would
+        have fewer than ``--concurrency`` in flight for as long as the hang lasts."""
+        index = _first_finished(inflight, bound, wait=waiting)
+        if index is None:  # a signal: leave the rest in flight
             return False
-        inflight.popleft()
+        record = _collect(*inflight[index], bound)
+        del inflight[index]
         records.append(record)
         progress.verdict()
         return True
@@ -418,6 +484,25 @@ def drive(
     return Done(records, submitted, [f for _, _, f in inflight] if stop.signal else [], stopped_by)
 
 
+def _first_finished(inflight, bound: float, wait: Callable[[], bool] | None = None) -> int | None:
+    """The index in ``inflight`` ((category, submitted, future) entries) of the first request that is done
+    or past its bound (``bound`` seconds after it was submitted), waiting in slices of at most 1 s:
+    ``wait()`` runs between them, and its False abandons the wait (None)."""
+    while True:
+        now = time.monotonic()
+        for i, (_, submitted, future) in enumerate(inflight):
+            if future.done() or now >= submitted + bound:
+                return i
+        nearest = min(submitted + bound for _, submitted, _ in inflight)
+        futures = [future for _, _, future in inflight]
+        timeout = min(max(nearest - now, 0.0), 1.0)
+        done, _ = concurrent.futures.wait(
+            futures, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
+        )
+        if not done and wait is not None and not wait():
+            return None
+
+
 def _collect(
     category: Category, submitted: float, future, bound: float, wait: Callable[[], bool] | None = None
 ):
@@ -436,6 +521,7 @@ def _collect(
     except Exception as exc:  # the client itself failed: a lost request
         error = f"{type(exc).__name__}: {exc}"[:300]
         return {"category": category.name, "outcome": "lost", "status": None, "earned": False, "error": error}
+    durations = result.get("durations_s") or {}
     return {
         "category": category.name,
         "outcome": "verdict",
@@ -443,8 +529,12 @@ def _collect(
         "check": result.get("check"),
         "earned": earned(category, result),
         "error": (result.get("error") or "")[:300],
-        "total_s": (result.get("durations_s") or {}).get("total"),
+        "total_s": durations.get("total"),
+        **{f"{phase}_s": durations.get(phase) for phase in PHASES},
     }
+
+
+PHASES = ("queued", "compile", "run")  # of a verdict's durations_s: waiting for a worker, the two stages
 
 
 class Progress:
@@ -513,6 +603,8 @@ def report(
             "median_s": round(statistics.median(times), 3) if times else None,
             "p95_s": round(times[math.ceil(0.95 * len(times)) - 1], 3) if times else None,  # nearest rank
             "max_s": round(times[-1], 3) if times else None,
+            # where a verdict's time went: waiting for a worker, compile stage, run stage (medians)
+            **{f"median_{phase}_s": _median(rows, f"{phase}_s") for phase in PHASES},
         }
     violations = [
         f"{r['category']}: {r['outcome']} {r.get('status')}:{r.get('check')} {r.get('error', '')[:160]}"
@@ -532,10 +624,14 @@ def report(
         "torch": torch.__version__,
         "count": args.count,
         "concurrency": args.concurrency,
+        "run_workers_per_gpu": args.run_workers_per_gpu,
+        "compile_workers": args.compile_workers,
+        "timeouts_s": {"compile": args.compile_timeout, "run": args.run_timeout},
         "seed": args.seed,
         "wall_s": round(wall, 2),
         "verdicts_per_hour": round(len(records) / wall * 3600, 1) if wall else None,
         "restarts": restarts,
+        "time_split": time_split(records),
         "categories": by_category,
         "violations": violations,
         "ok": not violations,
@@ -548,13 +644,39 @@ def report(
     }
 
 
+def _median(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return round(statistics.median(values), 3) if values else None
+
+
+def time_split(records: list[dict]) -> dict[str, float]:
+    """Seconds summed over the verdicts: waiting for a worker, in the compile stage, in the run stage, and
+    how much of the two stages went to requests that ended in a timeout (a hang holds its worker so long)."""
+    out = {f"{phase}_s": round(sum(r.get(f"{phase}_s") or 0.0 for r in records), 1) for phase in PHASES}
+    hung = [r for r in records if r.get("status") == "timeout"]
+    out["in_timeouts_s"] = round(sum((r.get("compile_s") or 0.0) + (r.get("run_s") or 0.0) for r in hung), 1)
+    return out
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--count", type=int, default=500)
-    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        help="requests in flight: about compile workers + run workers + a few (see the module doc)",
+    )
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile-workers", type=int, default=2)
+    p.add_argument(
+        "--run-workers-per-gpu",
+        type=int,
+        default=1,
+        help="run workers sharing each GPU (CPU mode: the CPU), each with a standby; >1 for soaks, never for "
+        "timing comparisons (SandboxConfig.run_workers_per_gpu)",
+    )
     p.add_argument("--compile-timeout", type=float, default=10.0, help="also the import-hang cut-off")
     p.add_argument("--run-timeout", type=float, default=10.0, help="also the forward/kernel-hang cut-off")
     p.add_argument("--memory-limit-gb", type=float, default=2.0)

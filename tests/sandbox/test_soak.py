@@ -42,6 +42,25 @@ def test_soak_invariants_hold_on_cpu():
     assert result["restarts"].get("compile", 0) == 0
 
 
+def test_soak_with_two_run_workers_sharing_the_cpu():
+    """--run-workers-per-gpu 2 (two run workers, each with its standby, on the CPU): the same invariants, and
+    the report says how the sandbox was set up and where the verdicts' time went."""
+    args = ["--count", "12", "--concurrency", "4", "--device", "cpu", "--no-progress", "--seed", "2",
+            "--compile-timeout", "6", "--run-timeout", "6", "--run-workers-per-gpu", "2"]  # fmt: skip
+    result = soak.run(soak.parse(args))
+    assert result["violations"] == [] and result["ok"], result["violations"]
+    assert result["run_workers_per_gpu"] == 2 and result["done"] == 12 and result["compile_workers"] == 2
+    categories = result["categories"]
+    assert len(categories) == 11 and all(c["earned"] == c["count"] for c in categories.values())
+    deaths = ("abort", "segfault", "hang_forward", "hang_kernel", "memory")
+    assert result["restarts"].get("run", 0) >= sum(categories[k]["count"] for k in deaths)
+    assert result["restart_s"]["run"]["median_s"] > 0 and result["startup_s"] > 0
+    split = result["time_split"]
+    assert set(split) == {"queued_s", "compile_s", "run_s", "in_timeouts_s"}
+    assert split["in_timeouts_s"] >= 6 * sum(categories[k]["count"] for k in ("hang_forward", "hang_kernel"))
+    assert categories["hang_import"]["median_compile_s"] >= 6 and categories["correct"]["median_run_s"] > 0
+
+
 # a run cut short (benchmarks/soak.py --budget-s, SIGTERM) -------------------------------------------------
 class _FakeSandbox:
     """``submit`` returns a future that resolves after ``delay_s`` with the verdict its category earned."""
@@ -150,5 +169,6 @@ def test_a_tiny_budget_gives_a_truncated_valid_report_on_cpu():
     assert result["truncated"] and result["stopped_by"] == "budget" and result["done"] == 1
     assert result["count"] == 20 and sum(c["count"] for c in result["categories"].values()) == 1
     assert all(c["earned"] == c["count"] for c in result["categories"].values())
-    for key in ("date", "device", "versions", "wall_s", "verdicts_per_hour", "restarts", "categories"):
+    keys = ("date", "device", "versions", "wall_s", "verdicts_per_hour", "restarts", "categories")
+    for key in (*keys, "time_split", "run_workers_per_gpu", "restart_s", "startup_s"):
         assert key in result
