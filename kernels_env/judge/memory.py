@@ -21,7 +21,9 @@ On top of every phase the candidate gets ``HEADROOM`` x (I + O + W) for its own 
 the number of timing input sets (at most ``INPUT_BYTES_BUDGET`` of them at once, and what fits), runs each
 family only where it fits (else ``skipped`` with the reason) and says whether the shape family may grow the
 batch. ``plan`` is a pure function (footprint and free bytes in, plan out); the judge records it in the
-verdict (``judge.memory_plan``).
+verdict (``judge.memory_plan``). The free bytes are the device's, at most this worker's share of it when
+``SandboxConfig.run_workers_per_gpu`` workers share the device (``device_share``; ``cap_to_share`` holds the
+worker's allocator to it on a GPU), at most the configured budget.
 
 Host memory: the supervisor kills a run worker whose RSS passes ``SandboxConfig.memory_limit_gb`` plus the
 plan's ``host_bytes``, what the judge and the reference hold on the host at their peak. On a CPU that is all
