@@ -105,18 +105,26 @@ def load_inline(call, name: str, cpp_sources, cuda_sources, kwargs: dict[str, An
     fast = fast_kwargs(kwargs, build_directory, bool(cuda_sources))
     if fast is None:
         return _mark(first, "plain", call(name, cpp_sources, cuda_sources, **kwargs))
-    # torch appends its libraries to the caller's extra_ldflags list in place: the retry gets the list as
-    # the candidate passed it, as the run stage will (else its link command differs and it relinks)
-    pristine = {k: list(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+    # torch extends list arguments in place (a source list gets its implicit headers, extra_ldflags its
+    # libraries): the retry gets them as the candidate passed them, as the run stage will (else main.cpp or
+    # the link command differs and it rebuilds)
+    pristine = copied(kwargs)
     try:
-        return _mark(first, "fast", call(name, cpp_sources, cuda_sources, **fast))
+        return _mark(first, "fast", call(name, copied(cpp_sources), copied(cuda_sources), **fast))
     except Exception as exc:
         _mark(first, "fast", None)
         if not may_be_the_flags(exc):
             raise
-    _forget_version(name)  # else torch builds the plain retry as ``name_v1``, a name the run stage never asks
+    forget_version(name)  # else torch builds the plain retry as ``name_v1``, a name the run stage never asks
     retry = len(BUILDS)
     return _mark(retry, "plain-after-fast", call(name, cpp_sources, cuda_sources, **pristine))
+
+
+def copied(value):
+    """A list argument (or each list in a keyword dict) copied: torch's in-place changes stay in the copy."""
+    if isinstance(value, dict):
+        return {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
+    return list(value) if isinstance(value, list) else value
 
 
 def _mark(first: int, path: str, module):
@@ -128,7 +136,8 @@ def _mark(first: int, path: str, module):
     return module
 
 
-def _forget_version(name: str) -> None:
+def forget_version(name: str) -> None:
+    """Drop torch's per-process version of ``name``: a retry with other sources keeps the name."""
     import torch.utils.cpp_extension as ce
 
     entries = getattr(getattr(ce, "JIT_EXTENSION_VERSIONER", None), "entries", None)

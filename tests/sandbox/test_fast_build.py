@@ -31,9 +31,11 @@ def hooked(tmp_path, monkeypatch):
     @functools.wraps(inspect.unwrap(ce.load_inline))  # torch's signature: the wrapper binds calls to it
     def fake(name, cpp_sources, cuda_sources=None, **kwargs):
         ldflags = kwargs.get("extra_ldflags")
-        calls.append({"name": name, **kwargs, "ldflags_seen": list(ldflags or [])})
+        calls.append({"name": name, **kwargs, "ldflags_seen": list(ldflags or []), "cpp": list(cpp_sources)})
         if isinstance(ldflags, list):
             ldflags.append("-ltorch")  # as torch does: to the caller's own list
+        if isinstance(cpp_sources, list):
+            cpp_sources.insert(0, "#include <torch/extension.h>")  # as torch does to a source list
         if fail:
             raise fail.pop(0)
         return name
@@ -131,8 +133,11 @@ def test_a_build_the_flags_broke_is_built_again_plain(hooked):
     assert "extra_cflags" not in plain and "extra_cuda_cflags" not in plain
     assert fast["build_directory"] == plain["build_directory"]
     assert fast["ldflags_seen"] == plain["ldflags_seen"] == ["-lm"]  # not the list the attempt changed
+    fail.append(build_error(log))
+    ce.load_inline("b", ["int g();"], cuda_sources=cuda, functions=["g"])
+    assert [c["cpp"] for c in calls[2:]] == [["int g();"], ["int g();"]]  # a source list, too
     records = [(b["path"], b["ok"]) for b in build.BUILDS]
-    assert records == [("fast", False), ("plain-after-fast", True)]
+    assert records == [("fast", False), ("plain-after-fast", True)] * 2
     for log in (
         "nvcc error   : 'cicc' died due to signal 9 (Kill signal)",
         "c++: fatal error: Killed signal terminated program cc1plus",
