@@ -99,25 +99,20 @@ def may_be_the_flags(exc: BaseException) -> bool:
 def load_inline(call, name: str, cpp_sources, cuda_sources, kwargs: dict[str, Any], build_directory: Path):
     """``call(name, cpp_sources, cuda_sources, **kwargs)`` (torch's load_inline, as wrapped) on the fast
     path where it applies, plain where not or where the fast build failed because of it."""
-    from .build import BUILDS
-
-    first = len(BUILDS)
     fast = fast_kwargs(kwargs, build_directory, bool(cuda_sources))
     if fast is None:
-        return _mark(first, "plain", call(name, cpp_sources, cuda_sources, **kwargs))
+        return _marked("plain", call, name, cpp_sources, cuda_sources, **kwargs)
     # torch extends list arguments in place (a source list gets its implicit headers, extra_ldflags its
     # libraries): the retry gets them as the candidate passed them, as the run stage will (else main.cpp or
     # the link command differs and it rebuilds)
     pristine = copied(kwargs)
     try:
-        return _mark(first, "fast", call(name, copied(cpp_sources), copied(cuda_sources), **fast))
+        return _marked("fast", call, name, copied(cpp_sources), copied(cuda_sources), **fast)
     except Exception as exc:
-        _mark(first, "fast", None)
         if not may_be_the_flags(exc):
             raise
     forget_version(name)  # else torch builds the plain retry as ``name_v1``, a name the run stage never asks
-    retry = len(BUILDS)
-    return _mark(retry, "plain-after-fast", call(name, cpp_sources, cuda_sources, **pristine))
+    return _marked("plain-after-fast", call, name, cpp_sources, cuda_sources, **pristine)
 
 
 def copied(value):
@@ -127,13 +122,17 @@ def copied(value):
     return list(value) if isinstance(value, list) else value
 
 
-def _mark(first: int, path: str, module):
-    """Record ``path`` on the builds the build hooks recorded since ``first`` (none without the hooks)."""
+def _marked(path: str, build, /, *args, **kwargs):
+    """``build(*args, **kwargs)``, with ``path`` recorded on the builds the build hooks recorded meanwhile
+    (none without the hooks), whether it succeeded or not."""
     from .build import BUILDS
 
-    for entry in BUILDS[first:]:
-        entry["path"] = path
-    return module
+    first = len(BUILDS)
+    try:
+        return build(*args, **kwargs)
+    finally:
+        for entry in BUILDS[first:]:
+            entry["path"] = path
 
 
 def forget_version(name: str) -> None:

@@ -138,6 +138,10 @@ def test_a_build_the_flags_broke_is_built_again_plain(hooked):
     assert [c["cpp"] for c in calls[2:]] == [["int g();"], ["int g();"]]  # a source list, too
     records = [(b["path"], b["ok"]) for b in build.BUILDS]
     assert records == [("fast", False), ("plain-after-fast", True)] * 2
+    fail += [build_error(log), build_error("cuda.cu(1): error: the candidate's own")]  # the retry fails too
+    with pytest.raises(RuntimeError, match="candidate's own"):
+        ce.load_inline("c", "int h();", cuda_sources=cuda, functions=["h"])
+    assert [(b["path"], b["ok"]) for b in build.BUILDS[4:]] == [("fast", False), ("plain-after-fast", False)]
     for log in (
         "nvcc error   : 'cicc' died due to signal 9 (Kill signal)",
         "c++: fatal error: Killed signal terminated program cc1plus",
