@@ -2,9 +2,11 @@
 
 A load_inline build of a KernelBench-style solution is three full parses of torch/extension.h (nvcc's
 cudafe++ and cicc, then g++ over cudafe++'s 16 MB of host code) plus main.cpp; see
-benchmarks/build_phases.py. None of that can be skipped without changing what is compiled (nvcc hands g++
-cudafe++'s preprocessed output, so a g++ PCH cannot serve it: it would redefine every declaration). What
-can go is GCC's garbage collector: on a translation unit that includes torch/extension.h it takes about a
+benchmarks/build_phases.py. A g++ PCH cannot serve the .cu (nvcc hands g++ cudafe++'s preprocessed output:
+it would redefine every declaration); what the .cu parses shrinks only where its source lets the include go
+(``lean_headers.py``: torch/types.h, which load_inline includes anyway, instead of the whole frontend,
+pybind11 and Python.h), and this module's flags apply on top of either source. What can go everywhere
+is GCC's garbage collector: on a translation unit that includes torch/extension.h it takes about a
 tenth of g++'s time (``-ftime-report``: 3.3 of 32 s in the host pass), and the whole heap is ~2 GB. ``FLAGS``
 keep it from running below 4 GB, in g++ for main.cpp (``extra_cflags``) and in nvcc's host compiler
 (``-Xcompiler``, ``extra_cuda_cflags``). The collector only frees memory: object files are byte-identical

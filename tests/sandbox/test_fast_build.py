@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension as ce
 
-from kernels_env.judge import assemble, build, fast_build, pch
+from kernels_env.judge import assemble, build, fast_build, lean_headers, pch
 
 GCC_FLAGS = list(fast_build.FLAGS)
 CUDA_FLAGS = list(fast_build.CUDA_FLAGS)
@@ -171,6 +171,7 @@ def test_build_records_are_coerced():
         "builder": "load_inline",
         "name": "kx_1",
         "path": "fast",
+        "headers": "lean",
         "use_pch": True,
         "ok": True,
         "s": 12.5,
@@ -178,6 +179,7 @@ def test_build_records_are_coerced():
     fast, other = assemble.build_records({"builds": [record, "junk", {"path": "made-up", "s": float("nan")}]})
     assert fast == record
     assert other["path"] == "plain" and other["s"] is None and other["ok"] is False
+    assert other["headers"] == "as-written"
     assert assemble.build_records({"builds": "x"}) == [] == assemble.build_records(None)
 
 
@@ -258,6 +260,7 @@ def test_real_cuda_build_fast_and_plain_give_the_same_objects(real, monkeypatch)
     if ce.CUDA_HOME is None:
         monkeypatch.setattr(ce, "CUDA_HOME", cuda_home())
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setenv(lean_headers.MODE_ENV, "0")  # the .cu as written: nvcc over torch/extension.h
     stubs = build.cpu_link_stubs(str(real.parent))  # a CPU-only torch links against stubs (never loads)
     monkeypatch.setattr(ce, "_import_module_from_library", lambda *args: None)
     objects = {}
