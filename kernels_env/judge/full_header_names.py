@@ -118,10 +118,27 @@ def probe_flags() -> list[str]:
     flags = ["-DTORCH_API_INCLUDE_EXTENSION_H"]
     for include in [*ce.include_paths("cpu"), sysconfig.get_path("include", scheme="posix_prefix")]:
         flags += ["-isystem", include]
-    flags += [*getattr(ce, "COMMON_NVCC_FLAGS", []), "-std=c++20"]
+    flags += [*getattr(ce, "COMMON_NVCC_FLAGS", []), f"-std={_cxx_standard()}"]
     if os.environ.get("CC"):
         flags = ["-ccbin", os.environ["CC"], *flags]
     return flags
+
+
+@functools.lru_cache(maxsize=1)
+def _cxx_standard() -> str:
+    """The C++ standard torch's ninja file gives nvcc (it is spelled out in that function's source only:
+    c++17 in older torch, c++20 in newer)."""
+    import collections
+    import inspect
+
+    import torch.utils.cpp_extension as ce
+
+    try:
+        source = inspect.getsource(ce._write_ninja_file_to_build_library)
+    except (AttributeError, OSError, TypeError):
+        return "c++20"
+    found = collections.Counter(re.findall(r"['\"]-std=(c\+\+\d+)['\"]", source)).most_common(1)
+    return found[0][0] if found else "c++20"
 
 
 def _probe() -> dict[str, list[str]]:
