@@ -12,8 +12,11 @@ and total seconds over candidates of ``durations_s``: ``queued`` (waiting for a 
 compile stage: the load_inline build), ``run`` (correctness and timing on the device), ``baselines`` (time
 the verdict waited for its reference's baselines; they start on the run worker while the candidate
 compiles). Then ``reuse``: the first solution again under another extension name and file name, whose
-compile must be a cache hit (content-addressed builds, docs/sandbox.md). GPU, versions, date and the commit
-are recorded. ``--smoke``: CPU mode, 2 candidates, no timing (CUDA is compiled, not run: ``not_run``).
+compile must be a cache hit (content-addressed builds, docs/sandbox.md). ``build_paths`` counts the builds by
+the CUDA source they compiled (``headers``: ``lean``, ``as-written``, ``as-written-after-lean``; see
+kernels_env/judge/lean_headers.py), by compiler flags (``path``: ``fast``, ``plain``, ``plain-after-fast``)
+and by the shared PCH (``use_pch``); each candidate lists its own. GPU, versions, date and the commit are
+recorded. ``--smoke``: CPU mode, 2 candidates, no timing (CUDA is compiled, not run: ``not_run``).
 """
 
 from __future__ import annotations
@@ -134,6 +137,7 @@ def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) ->
         "candidates_per_hour": round(len(results) / wall * 3600, 1),
         "statuses": statuses,
         "phases": phase_stats(results),
+        "build_paths": build_paths(results),
         "per_candidate": [
             {
                 "solution": r["solution"],
@@ -155,9 +159,21 @@ def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) ->
 
 
 def _builds(result: dict) -> list[dict]:
-    """Per extension build: its path (fast / plain / plain-after-fast), shared PCH or not, wall seconds."""
+    """Per extension build: its CUDA source (lean / as-written / as-written-after-lean), its flags (fast /
+    plain / plain-after-fast), shared PCH or not, whether it built, wall seconds."""
     builds = result["durations_s"].get("builds") or []
-    return [{k: b.get(k) for k in ("path", "use_pch", "ok", "s")} for b in builds]
+    return [{k: b.get(k) for k in ("headers", "path", "use_pch", "ok", "s")} for b in builds]
+
+
+def build_paths(results: list[dict]) -> dict[str, dict[str, int]]:
+    """How many builds (over every candidate) took each path: by ``headers``, ``path`` and ``use_pch``."""
+    counts: dict[str, dict[str, int]] = {"headers": {}, "path": {}, "use_pch": {}}
+    for result in results:
+        for b in _builds(result):
+            for field, seen in counts.items():
+                value = str(b.get(field)).lower()
+                seen[value] = seen.get(value, 0) + 1
+    return counts
 
 
 def _commit() -> str | None:

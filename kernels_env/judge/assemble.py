@@ -53,12 +53,14 @@ def not_run(compile_report: dict[str, Any]) -> dict[str, Any]:
 
 
 BUILD_PATHS = ("fast", "plain", "plain-after-fast")  # kernels_env.judge.fast_build
+HEADER_PATHS = ("as-written", "lean", "as-written-after-lean")  # kernels_env.judge.lean_headers
 
 
 def build_records(report: Any, limit: int = 16) -> list[dict[str, Any]]:
     """The compile stage's extension builds for ``durations_s["builds"]``: builder, name, which build path
-    built it (``fast``, ``plain``, ``plain-after-fast``), whether with the shared PCH, whether it succeeded,
-    wall seconds. Coerced: the compile child that wrote them ran candidate code."""
+    built it (``fast``, ``plain``, ``plain-after-fast``), which CUDA source (``headers``: ``lean``,
+    ``as-written``, ``as-written-after-lean``), whether with the shared PCH, whether it succeeded, wall
+    seconds. Coerced: the compile child that wrote them ran candidate code."""
     builds = report.get("builds") if isinstance(report, dict) else None
     out = []
     for b in builds[:limit] if isinstance(builds, list) else []:
@@ -69,6 +71,7 @@ def build_records(report: Any, limit: int = 16) -> list[dict[str, Any]]:
             "builder": _text(b.get("builder"), 40),
             "name": _text(b.get("name"), 200),
             "path": b.get("path") if b.get("path") in BUILD_PATHS else "plain",
+            "headers": b.get("headers") if b.get("headers") in HEADER_PATHS else "as-written",
             "use_pch": b.get("use_pch") is True,
             "ok": b.get("ok") is True,
             "s": float(seconds) if isinstance(seconds, int | float) and math.isfinite(seconds) else None,

@@ -162,8 +162,9 @@ def install_build_hooks(build_only: bool, cache_dir: str) -> None:
 
     def recorded(entry: dict[str, Any], build):
         """Run ``build`` with ``entry`` in BUILDS: its wall seconds, whether it succeeded (``path``, the
-        fast build path's, is ``plain`` unless fast_build says otherwise)."""
-        entry.update(path="plain", ok=False)
+        fast build path's, is ``plain`` unless fast_build says otherwise; ``headers`` is ``as-written``
+        unless lean_headers says otherwise)."""
+        entry.update(path="plain", headers="as-written", ok=False)
         BUILDS.append(entry)
         started = time.perf_counter()
         try:
@@ -207,10 +208,12 @@ def content_keyed_extensions() -> None:
     content/<key>``) and the same module name (``kx_<key>``), whatever name the candidate gave its extension
     and whatever file it lives in: a second candidate with an identical extension loads the built .so. The
     module name enters the key only when the source spells it out in ``PYBIND11_MODULE`` (renaming would
-    break its init symbol). A ``build_directory`` the candidate chose is left alone. What the code computes
-    is unchanged: only the name of the .so and where it is built differ. Builds use the sandbox's shared
+    break its init symbol). A ``build_directory`` the candidate chose is used as is (the build paths below
+    apply there too). What the code computes is unchanged: only the name of the .so and where it is built
+    differ. Builds use the sandbox's shared
     precompiled torch/extension.h (``pch.py``) where torch supports ``use_pch`` and the candidate allows it,
-    and the fast path's output-neutral compiler flags (``fast_build.py``) where the compilers are GCC.
+    the fast path's output-neutral compiler flags (``fast_build.py``) where the compilers are GCC, and the
+    CUDA source without its torch/extension.h include where it needs nothing more (``lean_headers.py``).
     """
     import torch.utils.cpp_extension as ce
 
@@ -219,7 +222,7 @@ def content_keyed_extensions() -> None:
         return
 
     signature = inspect.signature(current)  # follows functools.wraps to torch's own
-    from . import fast_build, pch
+    from . import lean_headers, pch
 
     use_pch = pch.supported(current)
     if use_pch:  # torch would build its own PCH inside its install directory; the shared one serves instead
@@ -237,9 +240,9 @@ def content_keyed_extensions() -> None:
         if kwargs.get("build_directory"):
             directory = Path(kwargs["build_directory"])
             _shared_pch(kwargs, directory, use_pch)
-            return fast_build.load_inline(current, name, cpp_sources, cuda_sources, kwargs, directory)
-        # Keyed on the candidate's own arguments: the PCH and the fast path's flags change how fast the .so
-        # is built, not what it is.
+            return lean_headers.load_inline(current, name, cpp_sources, cuda_sources, kwargs, directory)
+        # Keyed on the candidate's own arguments: the PCH, the fast path's flags and the lean CUDA source
+        # change how fast the .so is built, not what it computes.
         key, keep_name = extension_key(name, cpp_sources, cuda_sources, kwargs)
         directory = Path(os.environ[SANDBOX_CACHE_ENV]) / "torch_extensions" / "content" / key
         directory.mkdir(parents=True, exist_ok=True)
@@ -249,7 +252,7 @@ def content_keyed_extensions() -> None:
         with build_lock(directory):
             _shared_pch(kwargs, directory, use_pch)
             kwargs["build_directory"] = str(directory)
-            return fast_build.load_inline(current, module, cpp_sources, cuda_sources, kwargs, directory)
+            return lean_headers.load_inline(current, module, cpp_sources, cuda_sources, kwargs, directory)
 
     setattr(load_inline, KEYED_MARK, True)
     ce.load_inline = load_inline

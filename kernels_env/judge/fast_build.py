@@ -2,9 +2,11 @@
 
 A load_inline build of a KernelBench-style solution is three full parses of torch/extension.h (nvcc's
 cudafe++ and cicc, then g++ over cudafe++'s 16 MB of host code) plus main.cpp; see
-benchmarks/build_phases.py. None of that can be skipped without changing what is compiled (nvcc hands g++
-cudafe++'s preprocessed output, so a g++ PCH cannot serve it: it would redefine every declaration). What
-can go is GCC's garbage collector: on a translation unit that includes torch/extension.h it takes about a
+benchmarks/build_phases.py. A g++ PCH cannot serve the .cu (nvcc hands g++ cudafe++'s preprocessed output:
+it would redefine every declaration); what the .cu parses shrinks only where its source lets the include go
+(``lean_headers.py``: torch/types.h, which load_inline includes anyway, instead of the whole frontend,
+pybind11 and Python.h), and this module's flags apply on top of either source. What can go everywhere
+is GCC's garbage collector: on a translation unit that includes torch/extension.h it takes about a
 tenth of g++'s time (``-ftime-report``: 3.3 of 32 s in the host pass), and the whole heap is ~2 GB. ``FLAGS``
 keep it from running below 4 GB, in g++ for main.cpp (``extra_cflags``) and in nvcc's host compiler
 (``-Xcompiler``, ``extra_cuda_cflags``). The collector only frees memory: object files are byte-identical
@@ -99,36 +101,44 @@ def may_be_the_flags(exc: BaseException) -> bool:
 def load_inline(call, name: str, cpp_sources, cuda_sources, kwargs: dict[str, Any], build_directory: Path):
     """``call(name, cpp_sources, cuda_sources, **kwargs)`` (torch's load_inline, as wrapped) on the fast
     path where it applies, plain where not or where the fast build failed because of it."""
+    fast = fast_kwargs(kwargs, build_directory, bool(cuda_sources))
+    if fast is None:
+        return _marked("plain", call, name, cpp_sources, cuda_sources, **kwargs)
+    # torch extends list arguments in place (a source list gets its implicit headers, extra_ldflags its
+    # libraries): the retry gets them as the candidate passed them, as the run stage will (else main.cpp or
+    # the link command differs and it rebuilds)
+    pristine = copied(kwargs)
+    try:
+        return _marked("fast", call, name, copied(cpp_sources), copied(cuda_sources), **fast)
+    except Exception as exc:
+        if not may_be_the_flags(exc):
+            raise
+    forget_version(name)  # else torch builds the plain retry as ``name_v1``, a name the run stage never asks
+    return _marked("plain-after-fast", call, name, cpp_sources, cuda_sources, **pristine)
+
+
+def copied(value):
+    """A list argument (or each list in a keyword dict) copied: torch's in-place changes stay in the copy."""
+    if isinstance(value, dict):
+        return {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
+    return list(value) if isinstance(value, list) else value
+
+
+def _marked(path: str, build, /, *args, **kwargs):
+    """``build(*args, **kwargs)``, with ``path`` recorded on the builds the build hooks recorded meanwhile
+    (none without the hooks), whether it succeeded or not."""
     from .build import BUILDS
 
     first = len(BUILDS)
-    fast = fast_kwargs(kwargs, build_directory, bool(cuda_sources))
-    if fast is None:
-        return _mark(first, "plain", call(name, cpp_sources, cuda_sources, **kwargs))
-    # torch appends its libraries to the caller's extra_ldflags list in place: the retry gets the list as
-    # the candidate passed it, as the run stage will (else its link command differs and it relinks)
-    pristine = {k: list(v) if isinstance(v, list) else v for k, v in kwargs.items()}
     try:
-        return _mark(first, "fast", call(name, cpp_sources, cuda_sources, **fast))
-    except Exception as exc:
-        _mark(first, "fast", None)
-        if not may_be_the_flags(exc):
-            raise
-    _forget_version(name)  # else torch builds the plain retry as ``name_v1``, a name the run stage never asks
-    retry = len(BUILDS)
-    return _mark(retry, "plain-after-fast", call(name, cpp_sources, cuda_sources, **pristine))
+        return build(*args, **kwargs)
+    finally:
+        for entry in BUILDS[first:]:
+            entry["path"] = path
 
 
-def _mark(first: int, path: str, module):
-    """Record ``path`` on the builds the build hooks recorded since ``first`` (none without the hooks)."""
-    from .build import BUILDS
-
-    for entry in BUILDS[first:]:
-        entry["path"] = path
-    return module
-
-
-def _forget_version(name: str) -> None:
+def forget_version(name: str) -> None:
+    """Drop torch's per-process version of ``name``: a retry with other sources keeps the name."""
     import torch.utils.cpp_extension as ce
 
     entries = getattr(getattr(ce, "JIT_EXTENSION_VERSIONER", None), "entries", None)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension as ce
 
-from kernels_env.judge import assemble, build, fast_build, pch
+from kernels_env.judge import assemble, build, fast_build, lean_headers, pch
 
 GCC_FLAGS = list(fast_build.FLAGS)
 CUDA_FLAGS = list(fast_build.CUDA_FLAGS)
@@ -31,9 +31,11 @@ def hooked(tmp_path, monkeypatch):
     @functools.wraps(inspect.unwrap(ce.load_inline))  # torch's signature: the wrapper binds calls to it
     def fake(name, cpp_sources, cuda_sources=None, **kwargs):
         ldflags = kwargs.get("extra_ldflags")
-        calls.append({"name": name, **kwargs, "ldflags_seen": list(ldflags or [])})
+        calls.append({"name": name, **kwargs, "ldflags_seen": list(ldflags or []), "cpp": list(cpp_sources)})
         if isinstance(ldflags, list):
             ldflags.append("-ltorch")  # as torch does: to the caller's own list
+        if isinstance(cpp_sources, list):
+            cpp_sources.insert(0, "#include <torch/extension.h>")  # as torch does to a source list
         if fail:
             raise fail.pop(0)
         return name
@@ -131,8 +133,15 @@ def test_a_build_the_flags_broke_is_built_again_plain(hooked):
     assert "extra_cflags" not in plain and "extra_cuda_cflags" not in plain
     assert fast["build_directory"] == plain["build_directory"]
     assert fast["ldflags_seen"] == plain["ldflags_seen"] == ["-lm"]  # not the list the attempt changed
+    fail.append(build_error(log))
+    ce.load_inline("b", ["int g();"], cuda_sources=cuda, functions=["g"])
+    assert [c["cpp"] for c in calls[2:]] == [["int g();"], ["int g();"]]  # a source list, too
     records = [(b["path"], b["ok"]) for b in build.BUILDS]
-    assert records == [("fast", False), ("plain-after-fast", True)]
+    assert records == [("fast", False), ("plain-after-fast", True)] * 2
+    fail += [build_error(log), build_error("cuda.cu(1): error: the candidate's own")]  # the retry fails too
+    with pytest.raises(RuntimeError, match="candidate's own"):
+        ce.load_inline("c", "int h();", cuda_sources=cuda, functions=["h"])
+    assert [(b["path"], b["ok"]) for b in build.BUILDS[4:]] == [("fast", False), ("plain-after-fast", False)]
     for log in (
         "nvcc error   : 'cicc' died due to signal 9 (Kill signal)",
         "c++: fatal error: Killed signal terminated program cc1plus",
@@ -162,6 +171,7 @@ def test_build_records_are_coerced():
         "builder": "load_inline",
         "name": "kx_1",
         "path": "fast",
+        "headers": "lean",
         "use_pch": True,
         "ok": True,
         "s": 12.5,
@@ -169,6 +179,7 @@ def test_build_records_are_coerced():
     fast, other = assemble.build_records({"builds": [record, "junk", {"path": "made-up", "s": float("nan")}]})
     assert fast == record
     assert other["path"] == "plain" and other["s"] is None and other["ok"] is False
+    assert other["headers"] == "as-written"
     assert assemble.build_records({"builds": "x"}) == [] == assemble.build_records(None)
 
 
@@ -249,6 +260,7 @@ def test_real_cuda_build_fast_and_plain_give_the_same_objects(real, monkeypatch)
     if ce.CUDA_HOME is None:
         monkeypatch.setattr(ce, "CUDA_HOME", cuda_home())
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setenv(lean_headers.MODE_ENV, "0")  # the .cu as written: nvcc over torch/extension.h
     stubs = build.cpu_link_stubs(str(real.parent))  # a CPU-only torch links against stubs (never loads)
     monkeypatch.setattr(ce, "_import_module_from_library", lambda *args: None)
     objects = {}

@@ -76,7 +76,7 @@ def test_identical_extensions_share_one_build(tmp_path, monkeypatch):
     assert len(built) == 1 and len(list(built[0].glob("*.so"))) == 1
 
 
-@pytest.mark.slow  # two torch/extension.h builds: minutes on 2 cores
+@pytest.mark.slow  # two load_inline builds: minutes on 2 cores
 def test_throughput_smoke_mode(tmp_path):
     out = tmp_path / "smoke.json"
     script = ROOT / "benchmarks" / "load_inline_throughput.py"
@@ -87,6 +87,7 @@ def test_throughput_smoke_mode(tmp_path):
     assert result["candidates"] == 2 and result["statuses"] == {"not_run": 2}
     assert set(result["phases"]) == {"queued", "compile", "run", "baselines", "total"}
     assert result["date"] and result["versions"]["torch"]
+    assert result["build_paths"]["headers"] == {"lean": 2}  # KernelBench-style sources build lean
     # the renamed copy of the first solution finds its build: far less than a cold build
     assert result["reuse"]["status"] == "not_run"
     assert result["reuse"]["compile_s"] < result["reuse"]["first_compile_s"] / 3
