@@ -9,6 +9,12 @@ each solution is written the way public KernelBench solutions are: one ``cuda_so
 default stream (as most public solutions do; no ATen/c10 CUDA headers, so the set also compiles against a
 CPU-only torch), ``cpp_sources`` declaring the wrapper, ``functions=[...]``, built at import with
 ``torch.utils.cpp_extension.load_inline``. Every solution's CUDA differs, so each is a real (cold) build.
+
+Each of the 35 operators comes twice (70 pairs): style 1 (grid-stride loop, 256 threads, 64-bit indices) on
+one shape, and style 2 (one thread per element, 512 threads, 32-bit indices, a dtype check; row kernels with
+512 threads) on another shape, so that every solution has its own reference and its own cold baselines. 70
+candidates, not 35, so that a throughput measured as candidates / wall time is not dominated by the first
+wave of builds and the last (with 12-16 builds at once, 35 is under three waves).
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ ROW_TORCH = {
 }
 OPS = [Op(n, "unary", t, c) for n, t, c in UNARY] + [Op(n, "binary", t, c) for n, t, c in BINARY]
 OPS += [Op(n, "rows", ROW_TORCH[n], "") for n in ROWS]
+STYLES = (1, 2)  # each operator twice: two kernel styles, two problem shapes
 
 PROBLEM = '''import torch
 import torch.nn as nn
@@ -159,6 +166,29 @@ torch::Tensor {name}_forward({tensors}) {{
   }}
   cudaError_t err = cudaGetLastError();
   TORCH_CHECK(err == cudaSuccess, "kernel launch failed: ", cudaGetErrorString(err));
+  return out;
+}}"""
+
+# Style 2: one thread per element (no grid-stride loop), 512 threads, 32-bit indices, a dtype check: the
+# other shape public KernelBench solutions take. A distinct build from style 1 for the same operator.
+ELEMENTWISE_2 = """
+__global__ void {name}_v2_kernel({params}, float* __restrict__ out, int n) {{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {{
+    {loads}
+    out[i] = {expr};
+  }}
+}}
+
+torch::Tensor {name}_v2_forward({tensors}) {{
+  {checks}
+  auto out = torch::empty_like(x);
+  const int n = static_cast<int>(x.numel());
+  const int threads = 512;
+  const int blocks = (n + threads - 1) / threads;
+  if (n > 0) {{
+    {name}_v2_kernel<<<blocks, threads>>>({ptrs}, out.data_ptr<float>(), n);
+  }}
   return out;
 }}"""
 
@@ -257,7 +287,7 @@ torch::Tensor {name}_forward(torch::Tensor x) {{
   auto out = {alloc};
   int64_t rows = x.size(0), cols = x.size(1);
   if (rows > 0) {{
-    {name}_kernel<<<(unsigned)rows, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), cols);
+    {name}_kernel<<<(unsigned)rows, {threads}>>>(x.data_ptr<float>(), out.data_ptr<float>(), cols);
   }}
   cudaError_t err = cudaGetLastError();
   TORCH_CHECK(err == cudaSuccess, "kernel launch failed: ", cudaGetErrorString(err));
@@ -265,15 +295,23 @@ torch::Tensor {name}_forward(torch::Tensor x) {{
 }}"""
 
 
-def kernel_source(op: Op) -> str:
+def kernel_source(op: Op, style: int = 1) -> str:
     if op.kind == "rows":
-        return ROW_COMMON + row_kernel(op)
+        return ROW_COMMON + row_kernel(op, style)
     names = ["x"] if op.kind == "unary" else ["x", "y"]
     loads = {"x": "float v = x[i];", "y": "float w = y[i];"}
-    checks = "\n  ".join(
-        f'TORCH_CHECK({n}.is_cuda(), "{n} must be a CUDA tensor");\n  {n} = {n}.contiguous();' for n in names
-    )
-    return ELEMENTWISE.format(
+    if style == 1:
+        checks = "\n  ".join(
+            f'TORCH_CHECK({n}.is_cuda(), "{n} must be a CUDA tensor");\n  {n} = {n}.contiguous();'
+            for n in names
+        )
+    else:
+        checks = "\n  ".join(
+            f'TORCH_CHECK({n}.is_cuda() && {n}.scalar_type() == torch::kFloat32, "{n}: float32 CUDA tensor");'
+            f"\n  {n} = {n}.contiguous();"
+            for n in names
+        )
+    return (ELEMENTWISE if style == 1 else ELEMENTWISE_2).format(
         name=op.name,
         params=", ".join(f"const float* __restrict__ {n}" for n in names),
         loads=" ".join(loads[n] for n in names),
@@ -284,7 +322,7 @@ def kernel_source(op: Op) -> str:
     )  # fmt: skip
 
 
-def row_kernel(op: Op) -> str:
+def row_kernel(op: Op, style: int = 1) -> str:
     if op.name in ROW_REDUCE:
         init, acc, combine, finish = ROW_REDUCE[op.name]
         body = ROW_REDUCE_KERNEL.format(name=op.name, init=init, acc=acc, combine=combine, finish=finish)
@@ -293,34 +331,40 @@ def row_kernel(op: Op) -> str:
     reduces = op.name in ROW_REDUCE or op.name == "row_logsumexp"
     alloc = "torch::empty({rows_of_x}, x.options())" if reduces else "torch::empty_like(x)"
     alloc = alloc.replace("{rows_of_x}", "{x.size(0)}")
-    return body + ROW_WRAPPER.format(name=op.name, alloc=alloc)
+    return body + ROW_WRAPPER.format(name=op.name, alloc=alloc, threads=256 if style == 1 else 512)
 
 
-def problem_source(op: Op) -> str:
+def problem_source(op: Op, style: int = 1) -> str:
+    """Style 2's problem is the same operator at another shape: its own reference, so its baselines are
+    measured in the run too (a solution set is cold per problem)."""
     args = "x" if op.kind != "binary" else "x, y"
-    rows, cols = (4096, 8192) if op.kind == "rows" else (4096, 4096)
+    shapes = {("rows", 1): (4096, 8192), ("rows", 2): (8192, 4096), 1: (4096, 4096), 2: (8192, 2048)}
+    rows, cols = shapes[(op.kind, style)] if op.kind == "rows" else shapes[style]
     draw = "torch.rand(batch_size, dim) * 8 - 4"  # symmetric: activations are not the identity
     inputs = draw if op.kind != "binary" else f"{draw}, {draw}"
     title = op.name.replace("_", " ")
     return PROBLEM.format(title=title, args=args, expr=op.torch_expr, rows=rows, cols=cols, inputs=inputs)
 
 
-def solution_source(index: int, op: Op) -> str:
+def solution_source(op: Op, style: int = 1) -> str:
     args = "x" if op.kind != "binary" else "x, y"
-    fn = f"{op.name}_forward"
+    suffix = "" if style == 1 or op.kind == "rows" else "_v2"
+    fn = f"{op.name}{suffix}_forward"
     decl = f"torch::Tensor {fn}({', '.join(f'torch::Tensor {a}' for a in args.split(', '))})"
+    ext = f"{op.name}{'' if style == 1 else '_v2'}_ext"
     return SOLUTION.format(
-        title=op.name.replace("_", " "), kernel=kernel_source(op), decl=decl, module=f"{op.name}_ext",
-        ext=f"{op.name}_ext", fn=fn, args=args,
+        title=op.name.replace("_", " ") + ("" if style == 1 else " (style 2)"),
+        kernel=kernel_source(op, style), decl=decl, module=ext, ext=ext, fn=fn, args=args,
     )  # fmt: skip
 
 
 def files() -> dict[Path, str]:
     out: dict[Path, str] = {}
-    for i, op in enumerate(OPS, 1):
-        stem = f"{i:02d}_{op.name}"
-        out[HERE / "problems" / f"{stem}.py"] = problem_source(op)
-        out[HERE / "solutions" / f"{stem}.py"] = solution_source(i, op)
+    for style in STYLES:
+        for i, op in enumerate(OPS, 1 + (style - 1) * len(OPS)):
+            stem = f"{i:02d}_{op.name}" + ("" if style == 1 else "_v2")
+            out[HERE / "problems" / f"{stem}.py"] = problem_source(op, style)
+            out[HERE / "solutions" / f"{stem}.py"] = solution_source(op, style)
     return out
 
 
