@@ -27,10 +27,12 @@ import datetime
 import json
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -72,35 +74,60 @@ def sandbox_config(args, cache_dir: str):
     )
 
 
-def measure(args) -> dict:
+def measure(args, stop: threading.Event | None = None) -> dict:
+    """Submit every candidate, collect verdicts as they land; ``stop`` (a signal) or ``--budget-s`` ends the
+    collection early: the report then covers the verdicts that finished (``truncated``) and skips the reuse
+    check."""
     from kernels_env.client import SandboxClient
 
+    stop = stop or threading.Event()
     work = pairs(2 if args.smoke else args.limit)
     cache_dir = tempfile.mkdtemp(prefix="kernels_env_li_cache-")  # cold builds and cold baselines
     judge = judge_config(args)
+    done: list[dict] = []
+    reuse, env, wall, baseline_s, stopped_by = None, {}, 0.0, [], None
     try:
         with SandboxClient(sandbox_config(args, cache_dir)) as sb:
             sb.start()  # worker start-up is not candidate time
             started = time.perf_counter()
+            deadline = started + args.budget_s if args.budget_s else None
             futures = {sb.submit(p, s, judge): s.name for p, s in work}
-            # One line per verdict as it arrives: a run cut by its time limit still says what it had done
-            # (the GPU run of 2026-12-01 15:27 was killed at 250 s with nothing printed).
-            for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
-                r, d = fut.result(), fut.result()["durations_s"]
-                print(
-                    f"[li] {i}/{len(futures)} {time.perf_counter() - started:.1f} s {futures[fut]}: "
-                    f"{r['status']} compile {d.get('compile')} run {d.get('run')}",
-                    file=sys.stderr,
-                    flush=True,
+            pending = set(futures)
+            while pending and not stop.is_set():
+                if deadline is not None and time.perf_counter() >= deadline:
+                    stopped_by = "budget"
+                    break
+                finished, pending = concurrent.futures.wait(
+                    pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED
                 )
-            results = [f.result() for f in futures]
+                for fut in finished:
+                    r = fut.result()
+                    done.append(r)
+                    d = r["durations_s"]
+                    # One line per verdict as it arrives: a run cut by its time limit still says what it had
+                    # done (the GPU run of 2026-12-01 15:27 was killed at 250 s with nothing printed).
+                    print(
+                        f"[li] {len(done)}/{len(futures)} {time.perf_counter() - started:.1f} s "
+                        f"{futures[fut]}: {r['status']} compile {d.get('compile')} run {d.get('run')}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            stopped_by = stopped_by or ("signal" if stop.is_set() else None)
             wall = time.perf_counter() - started
-            problem, solution = work[0]
-            reuse = sb.evaluate(problem, renamed(solution), judge, solution_name=f"copy_of_{solution.name}")
+            baseline_s = sb.baseline_seconds()
             env = sb.environment
+            if stopped_by is None:
+                problem, solution = work[0]
+                reuse = sb.evaluate(
+                    problem, renamed(solution), judge, solution_name=f"copy_of_{solution.name}"
+                )
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
-    return summarise(results, wall, reuse, env, args)
+    order = {s.name: i for i, (_, s) in enumerate(work)}
+    done.sort(key=lambda r: order.get(r.get("solution"), len(order)))
+    report = summarise(done, wall, reuse, env, args, baseline_s)
+    report.update(submitted=len(work), truncated=stopped_by is not None, stopped_by=stopped_by)
+    return report
 
 
 def phase_stats(results: list[dict]) -> dict[str, dict]:
@@ -116,7 +143,23 @@ def phase_stats(results: list[dict]) -> dict[str, dict]:
     return out
 
 
-def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) -> dict:
+def occupancy(results: list[dict], wall: float, baseline_s: list[float], run_workers: int) -> dict:
+    """What kept the run worker(s) busy: candidates' run stages and the references' baselines, as seconds
+    and as a share of the wall time (over 1.0 per worker: the run workers were the bottleneck)."""
+    run = sum(r["durations_s"].get("run") or 0.0 for r in results)
+    busy = run + sum(baseline_s)
+    return {
+        "candidate_run_s": round(run, 2),
+        "baselines_s": round(sum(baseline_s), 2),
+        "baselines_measured": len(baseline_s),
+        "baseline_median_s": round(statistics.median(baseline_s), 3) if baseline_s else None,
+        "busy_share": round(busy / (wall * run_workers), 3) if wall > 0 else None,
+    }
+
+
+def summarise(
+    results: list[dict], wall: float, reuse: dict | None, env: dict, args, baseline_s: list[float] = ()
+) -> dict:
     import torch
 
     statuses: dict[str, int] = {}
@@ -134,10 +177,11 @@ def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) ->
         "compile_workers": sandbox_config(args, "").num_compile_workers,
         "candidates": len(results),
         "wall_s": round(wall, 2),
-        "candidates_per_hour": round(len(results) / wall * 3600, 1),
+        "candidates_per_hour": round(len(results) / wall * 3600, 1) if wall > 0 else None,
         "statuses": statuses,
         "phases": phase_stats(results),
         "build_paths": build_paths(results),
+        "run_workers": occupancy(results, wall, list(baseline_s), 1),
         "per_candidate": [
             {
                 "solution": r["solution"],
@@ -148,7 +192,9 @@ def summarise(results: list[dict], wall: float, reuse: dict, env: dict, args) ->
             }
             for r in results
         ],  # fmt: skip
-        "reuse": {
+        "reuse": None
+        if reuse is None
+        else {
             "status": reuse["status"],
             "error": reuse.get("error"),
             "messages": [m.get("text", "")[:1500] for m in reuse.get("messages") or []][:4],
@@ -193,19 +239,28 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compile-workers", type=int, default=12)
     p.add_argument("--compile-timeout", type=float, default=900.0)
     p.add_argument("--baselines", default="eager,compile")
+    p.add_argument(
+        "--budget-s", type=float, default=None, help="stop collecting after this many s (a truncated report)"
+    )
     p.add_argument("--out", type=Path)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    result = measure(args)
+    stop = threading.Event()
+    # SIGTERM (an outer timeout) ends the collection: the report of the verdicts that landed is still written.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    result = measure(args, stop)
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.write_text(text + "\n")
     print(text)
+    if result["truncated"]:
+        return 3
     expected = {"not_run"} if args.smoke else {"correct"}
-    return 0 if set(result["statuses"]) <= expected and result["reuse"]["status"] in expected else 1
+    reuse = result["reuse"] or {}
+    return 0 if set(result["statuses"]) <= expected and reuse.get("status") in expected else 1
 
 
 if __name__ == "__main__":

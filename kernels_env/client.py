@@ -78,6 +78,7 @@ class SandboxClient:
         self._lock = threading.Lock()
         self._baseline_locks: dict[tuple, threading.Lock] = {}
         self._baselines: dict[tuple, dict[str, Any]] = {}
+        self._baseline_seconds: list[float] = []  # run-worker seconds per measured baseline
         self._prefetching: set[tuple] = set()
 
     # lifecycle -------------------------------------------------------------------------------------------
@@ -413,6 +414,7 @@ class SandboxClient:
             )
             try:
                 with self._fleet.run.acquire() as worker:
+                    started = time.perf_counter()  # the worker's time, not the wait for one
                     reply = worker.call(request, self.config.baseline_timeout_s)
             except WorkerFailure as exc:  # only the reference ran: a hang or crash while timing it is its own
                 if exc.kind in ("protocol", "forgery"):
@@ -429,7 +431,15 @@ class SandboxClient:
                 raise JudgeFailure(f"baselines of {ref.name}: the judge failed: {detail.splitlines()[-1]}")
             out = {"baselines": payload["baselines"], "comparable": payload.get("comparable") is True}
             self._baselines[key] = out
+            with self._lock:
+                self._baseline_seconds.append(time.perf_counter() - started)
             return out
+
+    def baseline_seconds(self) -> list[float]:
+        """Seconds a run worker spent on each reference's baselines measured by this client (cached ones
+        cost none): with the candidates' ``durations_s.run``, what kept the run workers busy."""
+        with self._lock:
+            return list(self._baseline_seconds)
 
 
 def _screen_compile(report: Any) -> dict[str, Any]:

@@ -176,8 +176,12 @@ def test_candidate_first_order_and_tolerance_override(client):
 
 def test_baselines_are_cached_and_keyed_on_the_reference(client):
     judge = JudgeConfig(baselines=["eager", "compile"])
+    measured = len(client.baseline_seconds())
     first = client.baseline(REF + "\n# variant A\n", judge=judge)
     assert first["device"] == "cpu" and "median_ms" in first["baselines"]["eager"]
+    assert len(client.baseline_seconds()) == measured + 1 and client.baseline_seconds()[-1] > 0
+    client.baseline(REF + "\n# variant A\n", judge=judge)  # in memory: no worker time
+    assert len(client.baseline_seconds()) == measured + 1
     assert "skipped" in first["baselines"]["compile"]
     client._baselines.clear()  # forget the in-memory copy: the next answer must come from the disk cache
     again = client.baseline(REF + "\n# variant A\n", judge=judge)

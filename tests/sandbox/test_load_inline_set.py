@@ -91,3 +91,27 @@ def test_throughput_smoke_mode(tmp_path):
     # the renamed copy of the first solution finds its build: far less than a cold build
     assert result["reuse"]["status"] == "not_run"
     assert result["reuse"]["compile_s"] < result["reuse"]["first_compile_s"] / 3
+
+
+def test_throughput_budget_writes_a_truncated_report(tmp_path):
+    """A run cut by --budget-s (or SIGTERM) still writes the report of the verdicts that landed."""
+    out = tmp_path / "cut.json"
+    script = ROOT / "benchmarks" / "load_inline_throughput.py"
+    cmd = [sys.executable, str(script), "--smoke", "--budget-s", "0.01", "--out", str(out)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 3, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["truncated"] and result["stopped_by"] == "budget" and result["reuse"] is None
+    assert result["submitted"] == 2 and result["candidates"] < 2
+
+
+def test_run_worker_occupancy_adds_runs_and_baselines():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from load_inline_throughput import occupancy
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    results = [{"durations_s": {"run": 2.0}}, {"durations_s": {"run": None}}, {"durations_s": {"run": 1.0}}]
+    occ = occupancy(results, wall=10.0, baseline_s=[3.0, 4.0], run_workers=1)
+    assert occ["candidate_run_s"] == 3.0 and occ["baselines_s"] == 7.0 and occ["baselines_measured"] == 2
+    assert occ["busy_share"] == 1.0 and occ["baseline_median_s"] == 3.5
