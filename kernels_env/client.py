@@ -79,6 +79,7 @@ class SandboxClient:
         self._baseline_locks: dict[tuple, threading.Lock] = {}
         self._baselines: dict[tuple, dict[str, Any]] = {}
         self._baseline_seconds: list[float] = []  # run-worker seconds per measured baseline
+        self._baseline_gpu_wait: list[float] = []  # of which waiting for the GPU lock (shared GPUs only)
         self._prefetching: set[tuple] = set()
 
     # lifecycle -------------------------------------------------------------------------------------------
@@ -203,7 +204,8 @@ class SandboxClient:
     # internals -------------------------------------------------------------------------------------------
     def _settings(self, judge: JudgeConfig | None) -> dict[str, Any]:
         """The resolved judge settings on this client's device, shared by its run workers per device."""
-        return resolve(judge or self.default_judge, self.device, self.config.run_workers_per_gpu)
+        per, lock = self.config.run_workers_per_gpu, self._fleet.timing_lock
+        return resolve(judge or self.default_judge, self.device, per, lock)
 
     def _cache_env(self) -> dict[str, str]:
         fastpath = str(self.cache_dir / "fastpath")
@@ -344,6 +346,7 @@ class SandboxClient:
             return assemble.judge_error("load", f"the run worker replied with a {type(payload).__name__}")
         if isinstance(payload.get("phases_s"), dict):
             durations["run_phases"] = payload.pop("phases_s")
+        _lock_durations(payload.pop("gpu_lock_s", None), durations)
         if payload.get("harness_error"):  # an exception in the worker outside the harness's own handling
             trace = str(payload["harness_error"])
             return assemble.judge_error("load", trace.strip().splitlines()[-1][:500], trace)
@@ -431,8 +434,12 @@ class SandboxClient:
                 raise JudgeFailure(f"baselines of {ref.name}: the judge failed: {detail.splitlines()[-1]}")
             out = {"baselines": payload["baselines"], "comparable": payload.get("comparable") is True}
             self._baselines[key] = out
+            lock: dict[str, float] = {}
+            _lock_durations(payload.get("gpu_lock_s"), lock)
             with self._lock:
                 self._baseline_seconds.append(time.perf_counter() - started)
+                if lock:
+                    self._baseline_gpu_wait.append(lock["gpu_wait"])
             return out
 
     def baseline_seconds(self) -> list[float]:
@@ -440,6 +447,22 @@ class SandboxClient:
         cost none): with the candidates' ``durations_s.run``, what kept the run workers busy."""
         with self._lock:
             return list(self._baseline_seconds)
+
+    def baseline_gpu_wait(self) -> list[float]:
+        """Of ``baseline_seconds``, the seconds each waited for the GPU lock (empty without a lock)."""
+        with self._lock:
+            return list(self._baseline_gpu_wait)
+
+
+def _lock_durations(lock: Any, durations: dict[str, Any]) -> None:
+    """The run worker's seconds waiting for its GPU's lock and holding it exclusive (shared GPUs under
+    exclusive timing only) as ``durations_s.gpu_wait`` / ``gpu_exclusive``, added over attempts."""
+    if not isinstance(lock, dict):
+        return
+    for key, name in (("wait", "gpu_wait"), ("exclusive", "gpu_exclusive")):
+        value = lock.get(key)
+        if isinstance(value, int | float):
+            durations[name] = round(durations.get(name, 0.0) + float(value), 4)
 
 
 def _screen_compile(report: Any) -> dict[str, Any]:

@@ -185,17 +185,21 @@ def add_timings(result: dict[str, Any], candidate: dict[str, Any], base: dict[st
 
 
 def note_shared_device(result: dict[str, Any], settings: dict[str, Any]) -> None:
-    """Timings taken while other run workers shared the device (``run_workers_per_gpu`` > 1) are disturbed:
-    candidate and baselines alike, by how busy the others were. The verdict says so; its speedups stand as
-    measured, but no timing comparison should rest on them."""
+    """Timings taken while other run workers shared the device (``run_workers_per_gpu`` > 1) without the GPU
+    lock (``exclusive_timing`` off) are disturbed: candidate and baselines alike, by how busy the others
+    were. The verdict says so; its speedups stand as measured, but no timing comparison should rest on them.
+    Under the lock every measurement held the device alone: nothing to say."""
     shared = settings.get("device_shared_by", 1)
     if not isinstance(shared, int) or shared <= 1 or not result.get("timings"):
+        return
+    if settings.get("timing_lock") is True:
         return
     result["timings"]["device_shared_by"] = shared
     device = "GPU" if settings.get("device") == "cuda" else "CPU"
     text = (
-        f"timed while {shared} run workers shared the {device} (run_workers_per_gpu={shared}): timings and "
-        "speedups are disturbed; compare speeds only with run_workers_per_gpu=1"
+        f"timed while {shared} run workers shared the {device} without the GPU lock "
+        f"(run_workers_per_gpu={shared}): timings and speedups are disturbed; compare speeds only with "
+        "run_workers_per_gpu=1 or under the lock (exclusive_timing, on a GPU)"
     )
     result["messages"].append(message("note", text, device_shared_by=shared))
 

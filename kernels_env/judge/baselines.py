@@ -2,8 +2,8 @@
 
 The cache key holds everything a timing depends on: the SHA-256 of the reference source, the input and
 constructor-argument spec, the device (GPU name, driver), torch/CUDA/Triton versions, the mode, the precision
-(TF32 on/off), train/eval, the timing settings and, when above 1, the run workers sharing the device. Any
-change is a miss; stale entries are never reused.
+(TF32 on/off), train/eval, the timing settings and, when above 1 and timing without the GPU lock, the run
+workers sharing the device. Any change is a miss; stale entries are never reused.
 ``torch._dynamo.reset()`` separates the compiled modes.
 """
 
@@ -35,8 +35,10 @@ def baseline_key(
     settings: JudgeSettings,
 ) -> dict[str, Any]:
     # Timed while other run workers shared the device: disturbed, so never served to (or from) a run that
-    # times alone. Only then in the key, so the entries of the default (alone) keep their keys.
-    shared = {"device_shared_by": settings.device_shared_by} if settings.device_shared_by > 1 else {}
+    # times alone. Only then in the key, so the entries of the default (alone) keep their keys. Under the GPU
+    # lock (timing_lock) every measurement held the device alone: keyed as alone, shared with N = 1 runs.
+    disturbed = settings.device_shared_by > 1 and not settings.timing_lock
+    shared = {"device_shared_by": settings.device_shared_by} if disturbed else {}
     return {
         **shared,
         "format": CACHE_FORMAT,

@@ -56,6 +56,7 @@ from ..guard._frames import PACKAGE_DIR, FrameClassifier
 from ..guard._watch import FORWARD, Watch
 from ..rules import policies
 from ..rules.result import message
+from . import gpu_share
 from .memory import Sections
 from .timing import copy_seconds
 
@@ -98,6 +99,9 @@ class WorkerSnapshot:
     state: TorchGlobalState
     threads: ThreadSnapshot
     peak_bandwidth: float | None  # bytes/s used for the roofline floor (GPU only)
+    # Measured holding the GPU lock exclusive (run workers sharing the GPU under exclusive timing): no other
+    # worker's work shared the copy, so the floor needs no allowance for them (``roofline``).
+    bandwidth_alone: bool = False
 
 
 WORKER: WorkerSnapshot | None = None
@@ -109,13 +113,17 @@ def start_worker(device: torch.device) -> WorkerSnapshot:
     cuda = device.type == "cuda"
     warm_up_profiler(cuda)
     _install_dynamo_module_tagging()
-    bandwidth = _copy_bandwidth(device) if cuda else None
+    bandwidth, alone = None, False
+    if cuda:
+        with gpu_share.exclusive(device, gpu_share.START_WAIT_S) as alone:
+            bandwidth = _copy_bandwidth(device)
     WORKER = WorkerSnapshot(
         device=device,
         integrity=Integrity.capture(),
         state=TorchGlobalState.capture(),
         threads=ThreadSnapshot.capture(),
         peak_bandwidth=bandwidth * ROOFLINE_BANDWIDTH_FACTOR if bandwidth else None,
+        bandwidth_alone=alone,
     )
     return WORKER
 
@@ -418,13 +426,15 @@ class RequestGuard:
     ) -> dict[str, Any]:
         """The floor for this task and device (GPU); ``below_roofline`` when the median beats physics (floors
         under ``ROOFLINE_MIN_FLOOR_S`` are reported only: there the timer's resolution decides).
-        ``shared_by``: run workers sharing the GPU. The copy bandwidth measured at this worker's start may
-        then have been shared with as many others, so the peak is scaled by them: only impossible times
-        fail, never an honest candidate measured against a disturbed start-up copy."""
+        ``shared_by``: run workers sharing the GPU. Unless it held the GPU lock (``bandwidth_alone``), the
+        copy bandwidth measured at this worker's start may then have been shared with as many others, so
+        the peak is scaled by them: only impossible times fail, never an honest candidate measured against
+        a disturbed start-up copy."""
         peak = self.snap.peak_bandwidth
         if peak is None:
             return {"roofline_floor_ms": None}
-        peak *= max(1, shared_by)
+        if not self.snap.bandwidth_alone:
+            peak *= max(1, shared_by)
         outs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
         floor = roofline_floor_s(inputs, outs, peak)
         found = speed_violations(median_ms / 1e3, floor) if floor >= ROOFLINE_MIN_FLOOR_S else []

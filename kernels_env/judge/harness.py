@@ -32,14 +32,16 @@ from typing import Any
 
 import torch
 
-from ..guard._checks import SUBPROCESS
+from ..guard._checks import JUDGE_TAMPERED, SUBPROCESS
 from ..host.cache import JsonCache
+from ..host.gpu_lock import SHARED as SHARED_LOCK
 from ..rules.messages import BaselineRequest, EvaluateRequest, Source
 from ..rules.policies import PolicyViolation, guard_enforced
 from ..rules.protocols import JudgeSettings
 from ..rules.result import COMPILE_ERROR, CORRECT, INCORRECT, JUDGE_ERROR, REJECTED, RUNTIME_ERROR, message
 from . import (
     adversarial,  # noqa: F401 - registers the adversarial input families
+    gpu_share,
     hygiene,
     loader,
     memory,
@@ -86,6 +88,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """One request's record. ``report``: the supervisor's host-memory fields (``memory.Sections``)."""
     s = JudgeSettings.from_dict(req.judge)
+    gpu_share.require(s.timing_lock)
     memory.cap_to_share(device, s.device_shared_by)
     sections = memory.Sections(report)
     sections.send(owner="judge")  # until the candidate's import: the reference's and the judge's code
@@ -138,6 +141,11 @@ def evaluate(
             record.update(unexpected(exc, record["stage"], workdir / "solution", workdir / "reference"))
         finally:
             restore_global_state()
+    lost = gpu_share.lost(SHARED_LOCK)  # only code in this process can close or release it: the candidate's
+    if lost is not None and record.get("status") != REJECTED:
+        error = f"policy check 'judge_tampered' failed: {lost}"
+        record.update(status=REJECTED, check=JUDGE_TAMPERED, error=error)
+        record["evidence"] = {"gpu_lock": lost, "stage": record.get("stage")}
     leftover = hygiene.kill_new_children(children)
     if leftover and record.get("status") != REJECTED:  # work outside the judged process (catalogue #7)
         error = f"the candidate left {len(leftover)} process(es) running after its request (killed)"
@@ -468,6 +476,7 @@ def baselines(
     report: Callable[..., None] | None = None,
 ) -> dict:
     s = JudgeSettings.from_dict(req.judge)
+    gpu_share.require(s.timing_lock)
     memory.cap_to_share(device, s.device_shared_by)
     try:
         problem = loader.load_problem(

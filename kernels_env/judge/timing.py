@@ -18,6 +18,11 @@ Enough samples for a stable median: at least ``min_iters`` and ``target_time_s``
 ``stabilize_s`` seconds (``stabilize_iters`` says how many), so a transient (a clock ramp after an idle
 stretch, a neighbour's burst) owns a shrinking share of the samples instead of a quarter of them.
 
+With several run workers on one GPU under the GPU lock (``kernels_env.judge.gpu_share``) the warm-up calls run
+beside the others' work (a compile baseline's first call is its inductor code generation: CPU work that
+overlaps theirs) and everything after them holds the GPU alone: one more warm-up call (the first after a
+neighbour's work), the sync round trip and every sample; ``exclusive: true`` in the stats says so.
+
 On CPU (CPU mode) a monotonic clock is used and the numbers are labelled not comparable by the caller.
 The clock, the device synchronisation and the event class are captured at import, before any candidate code:
 a candidate that replaces ``time.perf_counter`` or ``torch.cuda.synchronize`` does not change what this
@@ -32,6 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
+
+from . import gpu_share
 
 _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
@@ -109,13 +116,21 @@ def _time_cpu(fn, input_sets, timing) -> dict[str, Any]:
     for i in range(timing["warmup_iters"]):
         fn(*input_sets[i % len(input_sets)])
     samples: list[float] = []
-    started = _perf_counter()
-    while not _done(len(samples), started, timing):
-        inputs = input_sets[len(samples) % len(input_sets)]
-        t0 = _perf_counter()
-        fn(*inputs)
-        samples.append((_perf_counter() - t0) * 1e3)
-    return {**summarize(samples), "clock": "perf_counter", "l2_flush": False}
+    with gpu_share.exclusive(torch.device("cpu")) as alone:  # a lock on a CPU: tests (gpu_lock.CPU_HOOK)
+        if alone:
+            fn(*input_sets[0])
+        started = _perf_counter()
+        while not _done(len(samples), started, timing):
+            inputs = input_sets[len(samples) % len(input_sets)]
+            t0 = _perf_counter()
+            fn(*inputs)
+            samples.append((_perf_counter() - t0) * 1e3)
+    return {**summarize(samples), "clock": "perf_counter", "l2_flush": False, **_alone(alone)}
+
+
+def _alone(alone: bool) -> dict[str, bool]:
+    """``exclusive: true`` in the stats of a measurement that held the GPU lock (only with a lock)."""
+    return {"exclusive": True} if alone else {}
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -167,10 +182,6 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
     run = lambda inputs: fn(*inputs)
     for i in range(max(timing["warmup_iters"], 1)):
         run(input_sets[i % len(input_sets)])
-    _synchronize(device)
-    # The harness's own device-sync round trip (device time minus stream time around an empty call).
-    empty = [one_call(lambda inputs: None, input_sets[0]) for _ in range(max(10, timing["min_iters"] // 2))]
-    overhead_ms = statistics.median(d - s for s, d in empty)
     stream_samples: list[float] = []
     device_samples: list[float] = []
 
@@ -179,14 +190,21 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
         stream_samples.append(stream)
         device_samples.append(total)
 
-    started = _perf_counter()
-    while not _done(len(stream_samples), started, timing):
-        sample()
-
     def reported() -> list[float]:
         return choose_clock(stream_samples, device_samples, overhead_ms)["samples"]
 
-    extra = stabilize(sample, reported, timing)
+    with gpu_share.exclusive(device) as alone:  # from here on the GPU is this worker's alone (module doc)
+        if alone:
+            run(input_sets[0])
+        _synchronize(device)
+        # The harness's own device-sync round trip (device time minus stream time around an empty call).
+        calls = max(10, timing["min_iters"] // 2)
+        empty = [one_call(lambda inputs: None, input_sets[0]) for _ in range(calls)]
+        overhead_ms = statistics.median(d - s for s, d in empty)
+        started = _perf_counter()
+        while not _done(len(stream_samples), started, timing):
+            sample()
+        extra = stabilize(sample, reported, timing)
     chosen = choose_clock(stream_samples, device_samples, overhead_ms)
     out = summarize(chosen["samples"])
     out.update(
@@ -198,6 +216,7 @@ def _time_cuda(fn, input_sets, timing, device) -> dict[str, Any]:
         stabilize_iters=extra,
         l2_flush=flush is not None,
         l2_flush_bytes=flush.numel() * 4 if flush is not None else 0,
+        **_alone(alone),
     )
     return out
 

@@ -11,11 +11,18 @@ class SandboxConfig:
 
     device: str = "auto"  # auto | cpu | cuda
     num_gpu_workers: int = 0  # 0: one worker per visible GPU (one in CPU mode)
-    # Run workers sharing each GPU (CPU mode: the CPU), each with its standby. 1 (the default) for any timing
-    # that is compared: workers sharing a device disturb each other's timings (verdicts then say so). More
-    # for correctness-heavy work (soaks, rewards without timing, audits): a crash, hang or restart then
-    # stalls one of N workers instead of the GPU's only one. Each plans with 1/N of the device's memory.
+    # Run workers sharing each GPU (CPU mode: the CPU), each with its standby. More than 1 overlaps their
+    # non-timing work (imports, correctness checks, torch.compile code generation) and lets a crash, hang or
+    # restart stall one of N workers instead of the GPU's only one; timed measurements stay exclusive under
+    # ``exclusive_timing``. Each plans with 1/N of the device's memory.
     run_workers_per_gpu: int = 1
+    # With run_workers_per_gpu > 1: every timed measurement (candidates, baselines, inductor autotuning) and
+    # every profile/sanitize tool holds its GPU alone, through a cross-process lock per GPU, while the
+    # workers' other work (imports, correctness checks, torch.compile code generation) overlaps; timings are
+    # then as comparable as with one worker (docs/sandbox.md, "Several run workers per GPU"). False: no lock,
+    # the workers' timings disturb each other (verdicts say so, baselines are cached apart): for soaks and
+    # correctness-only runs that time nothing. No effect with one run worker per GPU.
+    exclusive_timing: bool = True
     # The GPUs run workers use, as CUDA ordinals of this process (indices into CUDA_VISIBLE_DEVICES when
     # set); None: every visible GPU. Lets a learner keep others to itself (research DevicesConfig).
     gpus: list[int] | None = None

@@ -125,7 +125,9 @@ class Progress:
     """A run worker entered a stage of a request (tells a timeout where the candidate hung). An empty
     ``stage`` changes none; the other fields tell the host-memory limit (``kernels_env.judge.memory``) whose
     code runs (``owner``: judge | candidate), what the judge and the reference may hold on top of the limit
-    (``host_bytes``) and the memory plan (kept for the verdict when the worker is killed)."""
+    (``host_bytes``) and the memory plan (kept for the verdict when the worker is killed). ``gpu_waiting``:
+    the worker started (True) or stopped (False) waiting for its GPU's lock (``kernels_env.judge.gpu_share``):
+    time the supervisor does not count against the request's limit."""
 
     kind: ClassVar[str] = "progress"
     id: str
@@ -136,6 +138,7 @@ class Progress:
     owner: str = ""
     host_bytes: int | None = None
     memory_plan: dict[str, Any] | None = None
+    gpu_waiting: bool | None = None
 
 
 @dataclass

@@ -109,8 +109,10 @@ class JudgeSettings:
     device: str
     memory_budget_gb: float | None = None  # JudgeConfig.memory_budget_gb (kernels_env.judge.memory)
     # Run workers sharing the device (SandboxConfig.run_workers_per_gpu): the memory plan takes this one's
-    # share of the device, and timings taken while it is above 1 are disturbed (and keyed apart).
+    # share of the device, and timings taken while it is above 1 are disturbed (and keyed apart) unless
+    # ``timing_lock``: every timed measurement then held the device alone (kernels_env.host.gpu_lock).
     device_shared_by: int = 1
+    timing_lock: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JudgeSettings:
@@ -128,9 +130,12 @@ class JudgeSettings:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
-def resolve(judge: JudgeConfig, device: str, device_shared_by: int = 1) -> dict[str, Any]:
+def resolve(
+    judge: JudgeConfig, device: str, device_shared_by: int = 1, timing_lock: bool = False
+) -> dict[str, Any]:
     """The complete judge settings for one request (also recorded in every result under ``judge``);
-    ``device_shared_by``: the sandbox's run workers per device (``SandboxConfig.run_workers_per_gpu``)."""
+    ``device_shared_by``: the sandbox's run workers per device (``SandboxConfig.run_workers_per_gpu``);
+    ``timing_lock``: they time under the GPU lock (``SandboxConfig.exclusive_timing``, shared devices)."""
     from .rewards import get_reward
 
     protocol = get_protocol(judge.protocol)
@@ -168,6 +173,7 @@ def resolve(judge: JudgeConfig, device: str, device_shared_by: int = 1) -> dict[
         device=device,
         memory_budget_gb=judge.memory_budget_gb,
         device_shared_by=device_shared_by,
+        timing_lock=timing_lock,
     )
     _check(settings)
     return settings.to_dict()
@@ -189,6 +195,8 @@ def _check(s: JudgeSettings) -> None:
         raise ValueError(f"num_trials must be >= 1, got {s.num_trials}")
     if s.device_shared_by < 1:
         raise ValueError(f"run_workers_per_gpu must be >= 1, got {s.device_shared_by}")
+    if s.timing_lock and s.device_shared_by == 1:
+        raise ValueError("timing_lock is for run workers sharing a device (run_workers_per_gpu > 1)")
     bad = [m for m in s.baselines if m not in BASELINE_MODES]
     if bad:
         raise ValueError(f"unknown baseline modes {bad}; known: {BASELINE_MODES}")

@@ -2,6 +2,10 @@
 ``run_workers_per_gpu`` that many), CPU compile workers, optional standby run workers, a private temp
 directory and the threads requests run on.
 
+With several run workers per GPU and ``exclusive_timing`` each GPU gets a lock (``kernels_env.host.gpu_lock``:
+its files in the temp directory, named to the GPU's workers by ``gpu_lock.ENV``), so that their timed
+measurements hold the GPU alone (``timing_lock``).
+
 Started on first use, in parallel; ``close`` stops everything and removes the temp directory. ``make_fleet``
 picks the backend: this one (processes on this machine) or ``ray_fleet.RayFleet`` (Ray actors on a cluster).
 """
@@ -17,6 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..host import gpu_lock
 from ..rules.config import SandboxConfig
 from . import devices
 from .supervisor import Worker, WorkerPool
@@ -31,6 +36,7 @@ class Fleet:
         self.tmp: Path | None = None
         self.executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.cuda_arch = ""
+        self.timing_lock = False  # run workers sharing a GPU time under its lock (set with the pools)
 
     @property
     def started(self) -> bool:
@@ -77,9 +83,13 @@ class Fleet:
             slots = [{**run_env, "CUDA_VISIBLE_DEVICES": gpus[i]} for i in range(count)]
         else:
             slots = [run_env]
-        # run_workers_per_gpu > 1: that many on each GPU (CPU mode: on the CPU), for correctness-heavy work;
-        # the default keeps the names of one worker per GPU (run0, run1, ...)
+        # run_workers_per_gpu > 1: that many on each GPU (CPU mode: on the CPU); the default keeps the names
+        # of one worker per GPU (run0, run1, ...). With exclusive_timing they share a lock per GPU.
         per = self.run_workers_per_gpu()
+        self.timing_lock = gpu_lock.enabled(per, cfg.exclusive_timing, self.device)
+        if self.timing_lock:
+            for slot in slots:  # one lock per physical GPU, shared by its workers and their standbys
+                slot[gpu_lock.ENV] = gpu_lock.lock_prefix(self.tmp, slot.get("CUDA_VISIBLE_DEVICES") or "cpu")
         names = [f"run{g}" if per == 1 else f"run{g}.{j}" for g in range(len(slots)) for j in range(per)]
         run_envs = [env for env in slots for _ in range(per)]
 

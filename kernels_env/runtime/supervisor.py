@@ -222,6 +222,7 @@ class Worker:
         # The host-memory limit of this request (kernels_env.judge.memory): the worker's own plus what the
         # judge and the reference may hold (``host_bytes``, at most the machine's memory); whose code runs.
         memory = {"owner": "", "host_bytes": 0, "memory_plan": None}
+        gpu_wait = GpuWaitCredit(timeout_s)
         sel = selectors.DefaultSelector()
         fd = self.proc.stdout.fileno()
         sel.register(fd, selectors.EVENT_READ)
@@ -248,6 +249,7 @@ class Worker:
                     if isinstance(msg, messages.Progress):
                         stage = msg.stage or stage
                         _memory_fields(memory, msg)
+                        gpu_wait.update(msg.gpu_waiting, time.monotonic())
                         if msg.stage:
                             self.last_progress = (time.monotonic(), msg.stage, msg.detail)
                         continue
@@ -261,9 +263,12 @@ class Worker:
                         )
                     return msg
                 now = time.monotonic()
-                if now >= deadline:
+                extended = deadline + gpu_wait.extension(now)
+                if now >= extended:
                     self.kill()
                     what = f"exceeded the {timeout_s:g} s limit" if timeout_s else "timed out"
+                    if gpu_wait.extension(now) > 0:
+                        what += f" (not counting {gpu_wait.extension(now):.1f} s waiting for the GPU lock)"
                     raise WorkerFailure("timeout", what, stage, self.log_tail())
                 if now >= next_memory_check:
                     next_memory_check = now + 2 * POLL_S
@@ -284,7 +289,7 @@ class Worker:
                         raise WorkerFailure(
                             "memory", _memory_text(rss, limit, memory), stage, self.log_tail(), dict(memory)
                         )
-                if sel.select(timeout=min(POLL_S, max(deadline - now, 0.0))):
+                if sel.select(timeout=min(POLL_S, max(extended - now, 0.0))):
                     chunk = os.read(fd, 1 << 20)
                     if not chunk:
                         code = self.proc.wait(timeout=30) if self.proc else None
@@ -325,6 +330,32 @@ class Worker:
                 return f.read().decode("utf-8", errors="replace").strip()
         except OSError:
             return ""
+
+
+class GpuWaitCredit:
+    """A request's waits for its GPU's lock (progress ``gpu_waiting``, kernels_env.judge.gpu_share) move its
+    deadline: a worker queued behind a neighbour whose candidate hangs holding the GPU is not timed out for
+    the neighbour's hang. At most ``limit_s`` (the request's own limit) in all, so a request ends in at most
+    twice its limit whatever its worker claims."""
+
+    def __init__(self, limit_s: float):
+        self.left = max(0.0, limit_s)
+        self.granted = 0.0
+        self.since: float | None = None
+
+    def update(self, waiting: Any, now: float) -> None:
+        if waiting is True and self.since is None:
+            self.since = now
+        elif waiting is False and self.since is not None:
+            used = min(now - self.since, self.left)
+            self.left -= used
+            self.granted += used
+            self.since = None
+
+    def extension(self, now: float) -> float:
+        """Seconds the deadline moves now: the finished waits and the one in progress."""
+        pending = min(now - self.since, self.left) if self.since is not None else 0.0
+        return self.granted + pending
 
 
 def _memory_fields(memory: dict[str, Any], msg: messages.Progress) -> None:

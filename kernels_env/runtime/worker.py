@@ -10,6 +10,10 @@ per compile request (``kernels_env.judge.compile_stage``) and per CPU tool reque
 (``kernels_env.tools._serve``).
 A request that leaves the device unusable (sticky CUDA error) is answered with ``fatal: true`` and the worker
 exits so its supervisor starts a fresh one.
+With a GPU lock (several run workers on one GPU, ``kernels_env.judge.gpu_share``) each request's GPU work
+runs under it, its health check included; its waits for the lock are announced as progress
+(``gpu_waiting``), so the supervisor does not count them against the request's limit, and reported in the
+reply (``gpu_lock_s``).
 """
 
 from __future__ import annotations
@@ -90,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     requests, out = _protocol_channel()
     from ..rules import messages
 
-
     channel = _Channel(out, messages)
     if args.role == "compile":
         return _serve_compile(channel, requests, messages)
@@ -136,7 +139,7 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
         with contextlib.suppress(Exception):
             __import__(optional)
     from ..host.environment import environment
-    from ..judge import enforce, harness, hygiene
+    from ..judge import enforce, gpu_share, harness, hygiene
     from ..judge.phases import PhaseClock
 
     if device_name == "cuda":
@@ -146,6 +149,13 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
     env = environment(device_name)
     state = hygiene.GlobalState()
     hygiene.GLOBAL_STATE = state
+    current: dict[str, str] = {}  # the request being served (its id), for the lock's wait announcements
+
+    def on_wait(waiting: bool) -> None:
+        if current.get("id"):  # at start-up nobody waits on this worker's requests
+            channel.send(messages.Progress(id=current["id"], stage="", gpu_waiting=waiting))
+
+    gpu_share.install(device, on_wait)  # before start_worker: its bandwidth probe takes the lock
     enforce.start_worker(device)  # last: judge code and torch state as they are before any candidate runs
     gc.collect()
     gc.freeze()  # the harness's own objects: later collections (after every request) skip them
@@ -168,27 +178,21 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
 
         return report
 
-    for line in requests:
-        msg = messages.decode(line)
-        if isinstance(msg, messages.Shutdown):
-            return 0
-        channel.begin(msg)
-        started = time.perf_counter()
-        phases.start("load")
+    def handle(msg: Any) -> dict[str, Any]:
+        """The request's payload; whatever happens, its workdir and this process are cleaned up after it."""
         profiler = _request_profiler()
         try:
             if isinstance(msg, messages.EvaluateRequest):
-                payload = harness.evaluate(msg, device, progress_for(msg.id), report_for(msg.id))
-            elif isinstance(msg, messages.BaselineRequest):
-                payload = harness.baselines(msg, device, env, progress_for(msg.id), report_for(msg.id))
-            elif isinstance(msg, messages.ToolRequest):
+                return harness.evaluate(msg, device, progress_for(msg.id), report_for(msg.id))
+            if isinstance(msg, messages.BaselineRequest):
+                return harness.baselines(msg, device, env, progress_for(msg.id), report_for(msg.id))
+            if isinstance(msg, messages.ToolRequest):
                 from ..tools._serve import serve_in_process
 
-                payload = serve_in_process(msg, progress_for(msg.id))
-            else:
-                payload = {"harness_error": f"a run worker does not handle {msg.kind} messages"}
+                return serve_in_process(msg, progress_for(msg.id))
+            return {"harness_error": f"a run worker does not handle {msg.kind} messages"}
         except Exception:
-            payload = {"harness_error": traceback.format_exc()[-4000:]}
+            return {"harness_error": traceback.format_exc()[-4000:]}
         finally:
             if profiler is not None:
                 profiler.disable()
@@ -196,9 +200,33 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
                     profiler.dump_stats(os.path.join(os.environ[PROFILE_DIR], f"{msg.kind}-{msg.id}.prof"))
             phases.enter("cleanup")
             hygiene.cleanup(getattr(msg, "workdir", ""), device, state)
+
+    for line in requests:
+        msg = messages.decode(line)
+        if isinstance(msg, messages.Shutdown):
+            return 0
+        channel.begin(msg)
+        current["id"] = getattr(msg, "id", "")
+        started = time.perf_counter()
+        phases.start("load")
+        payload: dict[str, Any] = {}
+        broken: str | None = None
+        lock_times = gpu_share.LockTimes()
+        # Profilers and sanitizers run the candidate in processes of their own: the GPU to itself throughout.
+        alone = isinstance(msg, messages.ToolRequest) and msg.tool in EXCLUSIVE_TOOLS
+        try:
+            with gpu_share.request(device, exclusive=alone) as lock_times:
+                payload = handle(msg)
+                broken = hygiene.health_check(device)  # GPU work too: under the lock
+        except Exception:  # the lock itself failed (its descriptors gone): reported, never a dead loop
+            payload = payload or {"harness_error": traceback.format_exc()[-4000:]}
+        current["id"] = ""
         payload["phases_s"] = phases.stop()
         payload["duration_s"] = round(time.perf_counter() - started, 3)
-        broken = hygiene.health_check(device)
+        if gpu_share.active():
+            payload["gpu_lock_s"] = lock_times.to_dict()
+            if gpu_share.lost():  # candidate code closed or replaced the lock's descriptors: never reuse
+                payload["worker_tainted"] = True
         if broken:
             payload["device_error"] = broken
         tainted = payload.get("worker_tainted")  # a candidate tampered with this process: never reuse it
@@ -208,6 +236,7 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
     return 0
 
 
+EXCLUSIVE_TOOLS = frozenset({"profile", "sanitize"})  # hold the GPU lock exclusive for the whole request
 PROFILE_DIR = "KERNELS_ENV_PROFILE_DIR"  # developers: a cProfile dump of each run-worker request goes here
 
 

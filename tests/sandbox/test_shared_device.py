@@ -163,14 +163,18 @@ def test_baselines_timed_on_a_shared_device_are_cached_apart():
 
 def test_the_roofline_allows_for_a_start_up_copy_shared_with_the_others():
     """The peak bandwidth measured at a worker's start may have been shared with N workers: the floor
-    scales it by N, so an honest candidate is never judged against a disturbed measurement."""
-    guard = types.SimpleNamespace(snap=types.SimpleNamespace(peak_bandwidth=1e9))  # 1 GB/s
+    scales it by N, so an honest candidate is never judged against a disturbed measurement; unless it was
+    measured holding the GPU lock (exclusive timing), alone."""
+    guard = types.SimpleNamespace(snap=types.SimpleNamespace(peak_bandwidth=1e9, bandwidth_alone=False))
     x = torch.empty(2**20, device="meta")  # 4 MiB in and 4 MiB out: a floor of 8.4 ms alone
     with pytest.raises(GuardViolation):
         RequestGuard.roofline(guard, 3.0, [x], x)
     shared = RequestGuard.roofline(guard, 3.0, [x], x, shared_by=4)
     assert shared["roofline_floor_ms"] == pytest.approx(8 * 2**20 / 4e9 * 1e3)
     assert shared["roofline_bandwidth_gbs"] == pytest.approx(4.0)
+    guard.snap.bandwidth_alone = True
+    with pytest.raises(GuardViolation):
+        RequestGuard.roofline(guard, 3.0, [x], x, shared_by=4)
 
 
 def test_bad_values_and_the_ray_backend_are_refused(cache_dir):
