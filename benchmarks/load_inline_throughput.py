@@ -1,19 +1,27 @@
 """Candidates per hour on real load_inline solution sets, with cold baselines, and where the time goes.
 
-    python benchmarks/load_inline_throughput.py --out li.json                     # the GPU measurement
-    python benchmarks/load_inline_throughput.py --smoke --out smoke.json          # CPU, 2 candidates
+    python benchmarks/load_inline_throughput.py --out li.json                          # the GPU measurement
+    python benchmarks/load_inline_throughput.py --run-workers-per-gpu 2 --out li2.json   # 2 run workers
+    python benchmarks/load_inline_throughput.py --smoke --out smoke.json               # CPU, 2 candidates
 
-Candidates: benchmarks/load_inline_set/ (35 KernelBench-style problems, each with a load_inline solution whose
+Candidates: benchmarks/load_inline_set/ (70 KernelBench-style problems, each with a load_inline solution whose
 CUDA differs from every other's; ``generate.py`` there writes them). Everything is cold: a fresh cache
-directory, so every extension is built and every reference's baselines are measured in this run. All
-candidates are submitted at once (``SandboxClient.submit``) to ``--compile-workers`` compile workers and the
-run worker(s). Reported: candidates/hour (candidates / wall time), verdict counts, and per phase the median
-and total seconds over candidates of ``durations_s``: ``queued`` (waiting for a worker), ``compile`` (the
-compile stage: the load_inline build), ``run`` (correctness and timing on the device), ``baselines`` (time
-the verdict waited for its reference's baselines; they start on the run worker while the candidate
-compiles). Then ``reuse``: the first solution again under another extension name and file name, whose
-compile must be a cache hit (content-addressed builds, docs/sandbox.md). ``build_paths`` counts the builds by
-the CUDA source they compiled (``headers``: ``lean``, ``as-written``, ``as-written-after-lean``; see
+directory (torch.compile's own cache, ``TORCHINDUCTOR_CACHE_DIR``, inside it), so every extension is built and
+every reference's baselines are measured in this run. All candidates are submitted at once
+(``SandboxClient.submit``) to ``--compile-workers`` compile workers and the run workers:
+``--run-workers-per-gpu N`` on the GPU, timing under the GPU lock (``SandboxConfig.exclusive_timing``;
+``--no-exclusive-timing``: without it, timings disturbed and noted). Reported: candidates/hour (candidates /
+wall time) and ``steady_state`` (the rate from the first verdict to the last: the cold first wave of builds
+left out, what a run cut by ``--budget-s`` still measures), verdict counts, and per phase the median and total
+seconds over candidates of ``durations_s``: ``queued`` (waiting for a worker), ``compile`` (the compile stage:
+the load_inline build), ``run`` (correctness and timing on the device), with N > 1 ``gpu_wait`` /
+``gpu_exclusive`` (of ``run``: waiting for the GPU lock, holding it to time), ``baselines`` (time the verdict
+waited for its reference's baselines; they start on a run worker while the candidate compiles).
+``run_workers``: what kept the N run workers busy (candidates' run stages, baselines, their waits for the
+lock) and ``busy_share`` per worker.
+Then ``reuse``: the first solution again under another extension name and file name, whose compile
+must be a cache hit (content-addressed builds, docs/sandbox.md). ``build_paths`` counts the builds by the CUDA
+source they compiled (``headers``: ``lean``, ``as-written``, ``as-written-after-lean``; see
 kernels_env/judge/lean_headers.py), by compiler flags (``path``: ``fast``, ``plain``, ``plain-after-fast``)
 and by the shared PCH (``use_pch``); each candidate lists its own. GPU, versions, date and the commit are
 recorded. ``--smoke``: CPU mode, 2 candidates, no timing (CUDA is compiled, not run: ``not_run``).
@@ -25,6 +33,7 @@ import argparse
 import concurrent.futures
 import datetime
 import json
+import os
 import re
 import shutil
 import signal
@@ -41,7 +50,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SET = ROOT / "benchmarks" / "load_inline_set"
-PHASES = ("queued", "compile", "run", "baselines", "total")
+PHASES = ("queued", "compile", "run", "gpu_wait", "gpu_exclusive", "baselines", "total")
 
 
 def pairs(limit: int | None) -> list[tuple[Path, Path]]:
@@ -71,6 +80,8 @@ def sandbox_config(args, cache_dir: str):
         compile_timeout_s=args.compile_timeout,
         run_timeout_s=300,
         startup_timeout_s=300,
+        run_workers_per_gpu=args.run_workers_per_gpu,
+        exclusive_timing=not args.no_exclusive_timing,
     )
 
 
@@ -83,9 +94,13 @@ def measure(args, stop: threading.Event | None = None) -> dict:
     stop = stop or threading.Event()
     work = pairs(2 if args.smoke else args.limit)
     cache_dir = tempfile.mkdtemp(prefix="kernels_env_li_cache-")  # cold builds and cold baselines
+    # torch.compile's cache is shared and persistent by default: a second run (another N) would find the
+    # first one's compiled baselines there. Cold in this run's cache directory instead (workers inherit it).
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache_dir, "torchinductor")
     judge = judge_config(args)
     done: list[dict] = []
-    reuse, env, wall, baseline_s, stopped_by = None, {}, 0.0, [], None
+    arrived: dict[str, float] = {}  # solution -> seconds from the first submission to its verdict
+    reuse, env, wall, baseline_s, baseline_wait, stopped_by, lock = None, {}, 0.0, [], [], None, False
     try:
         with SandboxClient(sandbox_config(args, cache_dir)) as sb:
             sb.start()  # worker start-up is not candidate time
@@ -103,6 +118,7 @@ def measure(args, stop: threading.Event | None = None) -> dict:
                 for fut in finished:
                     r = fut.result()
                     done.append(r)
+                    arrived[futures[fut]] = round(time.perf_counter() - started, 3)
                     d = r["durations_s"]
                     # One line per verdict as it arrives: a run cut by its time limit still says what it had
                     # done (the GPU run of 2026-12-01 15:27 was killed at 250 s with nothing printed).
@@ -114,8 +130,8 @@ def measure(args, stop: threading.Event | None = None) -> dict:
                     )
             stopped_by = stopped_by or ("signal" if stop.is_set() else None)
             wall = time.perf_counter() - started
-            baseline_s = sb.baseline_seconds()
-            env = sb.environment
+            baseline_s, baseline_wait = sb.baseline_seconds(), sb.baseline_gpu_wait()
+            env, lock = sb.environment, sb._fleet.timing_lock
             if stopped_by is None:
                 problem, solution = work[0]
                 reuse = sb.evaluate(
@@ -125,8 +141,9 @@ def measure(args, stop: threading.Event | None = None) -> dict:
         shutil.rmtree(cache_dir, ignore_errors=True)
     order = {s.name: i for i, (_, s) in enumerate(work)}
     done.sort(key=lambda r: order.get(r.get("solution"), len(order)))
-    report = summarise(done, wall, reuse, env, args, baseline_s)
+    report = summarise(done, wall, reuse, env, args, baseline_s, baseline_wait, arrived)
     report.update(submitted=len(work), truncated=stopped_by is not None, stopped_by=stopped_by)
+    report["timing_lock"] = lock  # the run workers timed under the GPU lock
     return report
 
 
@@ -143,22 +160,54 @@ def phase_stats(results: list[dict]) -> dict[str, dict]:
     return out
 
 
-def occupancy(results: list[dict], wall: float, baseline_s: list[float], run_workers: int) -> dict:
-    """What kept the run worker(s) busy: candidates' run stages and the references' baselines, as seconds
-    and as a share of the wall time (over 1.0 per worker: the run workers were the bottleneck)."""
+def occupancy(
+    results: list[dict],
+    wall: float,
+    baseline_s: list[float],
+    run_workers: int,
+    baseline_wait: list[float] = (),
+) -> dict:
+    """What kept the run workers busy: candidates' run stages and the references' baselines, as seconds and
+    as a share of the wall time per worker (near 1.0: the run workers were the bottleneck). Under the GPU
+    lock part of that is waiting for it (``gpu_wait_s``: candidates' and baselines'): busy, not working."""
     run = sum(r["durations_s"].get("run") or 0.0 for r in results)
+    waits = sum(r["durations_s"].get("gpu_wait") or 0.0 for r in results) + sum(baseline_wait)
     busy = run + sum(baseline_s)
     return {
+        "workers": run_workers,
         "candidate_run_s": round(run, 2),
         "baselines_s": round(sum(baseline_s), 2),
         "baselines_measured": len(baseline_s),
         "baseline_median_s": round(statistics.median(baseline_s), 3) if baseline_s else None,
+        "gpu_wait_s": round(waits, 2),
         "busy_share": round(busy / (wall * run_workers), 3) if wall > 0 else None,
     }
 
 
+def steady_state(arrived: dict[str, float]) -> dict:
+    """Verdicts per hour from the first verdict to the last: the rate once the pipeline is full (the cold
+    first wave of builds and the shared PCH left out)."""
+    times = sorted(arrived.values())
+    if len(times) < 2 or times[-1] <= times[0]:
+        return {"first_verdict_s": times[0] if times else None, "per_hour": None}
+    span = times[-1] - times[0]
+    return {
+        "first_verdict_s": times[0],
+        "last_verdict_s": times[-1],
+        "verdicts_after_first": len(times) - 1,
+        "per_hour": round((len(times) - 1) / span * 3600, 1),
+    }
+
+
 def summarise(
-    results: list[dict], wall: float, reuse: dict | None, env: dict, args, baseline_s: list[float] = ()
+    results: list[dict],
+    wall: float,
+    reuse: dict | None,
+    env: dict,
+    args,
+    baseline_s: list[float] = (),
+    baseline_wait: list[float] = (),
+    arrived: dict[str, float] | None = None,
 ) -> dict:
     import torch
 
@@ -175,19 +224,23 @@ def summarise(
         "versions": {k: env.get(k) for k in ("driver", "cuda_runtime", "torch", "triton", "python")},
         "torch": torch.__version__,
         "compile_workers": sandbox_config(args, "").num_compile_workers,
+        "run_workers_per_gpu": args.run_workers_per_gpu,
+        "exclusive_timing": not args.no_exclusive_timing,
         "candidates": len(results),
         "wall_s": round(wall, 2),
         "candidates_per_hour": round(len(results) / wall * 3600, 1) if wall > 0 else None,
+        "steady_state": steady_state(arrived or {}),
         "statuses": statuses,
         "phases": phase_stats(results),
         "build_paths": build_paths(results),
-        "run_workers": occupancy(results, wall, list(baseline_s), 1),
+        "run_workers": occupancy(results, wall, list(baseline_s), _run_workers(args), list(baseline_wait)),
         "per_candidate": [
             {
                 "solution": r["solution"],
                 "status": r["status"],
                 "error": (r.get("error") or "")[:200],
                 **{p: r["durations_s"].get(p) for p in PHASES},
+                "arrived_s": (arrived or {}).get(r["solution"]),
                 "builds": _builds(r),
             }
             for r in results
@@ -202,6 +255,11 @@ def summarise(
             "first_compile_s": results[0]["durations_s"].get("compile"),
         },
     }
+
+
+def _run_workers(args) -> int:
+    """Run workers in the run: N on the one GPU (CPU mode: on the CPU)."""
+    return max(1, args.run_workers_per_gpu)
 
 
 def _builds(result: dict) -> list[dict]:
@@ -239,6 +297,17 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compile-workers", type=int, default=12)
     p.add_argument("--compile-timeout", type=float, default=900.0)
     p.add_argument("--baselines", default="eager,compile")
+    p.add_argument(
+        "--run-workers-per-gpu",
+        type=int,
+        default=1,
+        help="run workers sharing the GPU; they time under the GPU lock (SandboxConfig.run_workers_per_gpu)",
+    )
+    p.add_argument(
+        "--no-exclusive-timing",
+        action="store_true",
+        help="with N > 1: no GPU lock (timings disturbed and noted; SandboxConfig.exclusive_timing)",
+    )
     p.add_argument(
         "--budget-s", type=float, default=None, help="stop collecting after this many s (a truncated report)"
     )

@@ -41,7 +41,8 @@ the soak managed 71 verdicts with 45 restarts in 349 s (benchmarks/results/issue
 7.8 s of wall time, the hangs' timeouts included.
 
 Settings: ``--run-workers-per-gpu N`` (``SandboxConfig.run_workers_per_gpu``: N run workers, each with its
-standby, per GPU; the soak times nothing, so sharing costs it nothing) and ``--concurrency`` about compile
+standby, per GPU; the soak times nothing unless ``--timing``, and then its workers time under the GPU lock,
+``--no-exclusive-timing`` to time without) and ``--concurrency`` about compile
 workers + run workers (GPUs x N) + a few, so no worker waits for a request; more only adds to each verdict's
 queued time, not to the rate. On a 16-core H200 host, for 500 verdicts in about 8 minutes (an estimate from
 the numbers above, not yet run; ``--budget-s`` writes the report of what was done in time either way):
@@ -344,6 +345,7 @@ def config(args, cache_dir: str):
         memory_limit_gb=args.memory_limit_gb,
         startup_timeout_s=240,
         run_workers_per_gpu=args.run_workers_per_gpu,
+        exclusive_timing=not args.no_exclusive_timing,
     )
 
 
@@ -374,6 +376,7 @@ def run(args, stop: Stop | None = None, started: float | None = None) -> dict:
             order = plan(args.count, sb.device, args.seed)
             done = drive(sb, order, judge, args, started=started, stop=stop)
             device, env = sb.device, sb.environment
+            timing_lock = sb._fleet.timing_lock
         # the requests abandoned at a signal end once the client has killed their workers
         concurrent.futures.wait(done.abandoned, timeout=15)
     finally:
@@ -385,6 +388,7 @@ def run(args, stop: Stop | None = None, started: float | None = None) -> dict:
     shutil.rmtree(cache_dir, ignore_errors=True)
     result = report(done.records, wall, counter.restarts(), leaked_procs, leaked_tmp, device, env, args, done)
     result["startup_s"] = round(up_s, 2)
+    result["timing_lock"] = timing_lock  # run workers sharing a GPU timed under its lock
     result["restart_s"] = counter.restart_seconds()
     say(
         f"{'stopped (' + done.stopped_by + ')' if done.stopped_by else 'finished'}: {len(done.records)}/"
@@ -531,6 +535,7 @@ def _collect(
         "error": (result.get("error") or "")[:300],
         "total_s": durations.get("total"),
         **{f"{phase}_s": durations.get(phase) for phase in PHASES},
+        "gpu_wait_s": durations.get("gpu_wait"),  # of the run stage, waiting for the GPU lock (shared GPUs)
     }
 
 
@@ -655,6 +660,9 @@ def time_split(records: list[dict]) -> dict[str, float]:
     out = {f"{phase}_s": round(sum(r.get(f"{phase}_s") or 0.0 for r in records), 1) for phase in PHASES}
     hung = [r for r in records if r.get("status") == "timeout"]
     out["in_timeouts_s"] = round(sum((r.get("compile_s") or 0.0) + (r.get("run_s") or 0.0) for r in hung), 1)
+    waits = [r["gpu_wait_s"] for r in records if r.get("gpu_wait_s") is not None]
+    if waits:  # under the GPU lock: how much of the run stage went to waiting for a neighbour's timing
+        out["gpu_wait_s"] = round(sum(waits), 1)
     return out
 
 
@@ -674,13 +682,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--run-workers-per-gpu",
         type=int,
         default=1,
-        help="run workers sharing each GPU (CPU mode: the CPU), each with a standby; >1 for soaks, never for "
-        "timing comparisons (SandboxConfig.run_workers_per_gpu)",
+        help="run workers sharing each GPU (CPU mode: the CPU), each with a standby; with --timing they time "
+        "under a GPU lock unless --no-exclusive-timing (SandboxConfig.run_workers_per_gpu)",
     )
     p.add_argument("--compile-timeout", type=float, default=10.0, help="also the import-hang cut-off")
     p.add_argument("--run-timeout", type=float, default=10.0, help="also the forward/kernel-hang cut-off")
     p.add_argument("--memory-limit-gb", type=float, default=2.0)
     p.add_argument("--timing", action="store_true", help="also time correct candidates (slower)")
+    p.add_argument(
+        "--no-exclusive-timing",
+        action="store_true",
+        help="with --run-workers-per-gpu > 1: no GPU lock, timings disturbed (SandboxConfig.exclusive_timing)"
+        "; for runs that time nothing",
+    )
     p.add_argument("--no-progress", action="store_true", help="no bar: a line every 25 verdicts / 20 s")
     p.add_argument(
         "--budget-s",

@@ -85,7 +85,9 @@ def test_throughput_smoke_mode(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["candidates"] == 2 and result["statuses"] == {"not_run": 2}
-    assert set(result["phases"]) == {"queued", "compile", "run", "baselines", "total"}
+    phases = {"queued", "compile", "run", "gpu_wait", "gpu_exclusive", "baselines", "total"}
+    assert set(result["phases"]) == phases
+    assert result["run_workers_per_gpu"] == 1 and result["timing_lock"] is False
     assert result["date"] and result["versions"]["torch"]
     assert result["build_paths"]["headers"] == {"lean": 2}  # KernelBench-style sources build lean
     # the renamed copy of the first solution finds its build: far less than a cold build
@@ -115,3 +117,20 @@ def test_run_worker_occupancy_adds_runs_and_baselines():
     occ = occupancy(results, wall=10.0, baseline_s=[3.0, 4.0], run_workers=1)
     assert occ["candidate_run_s"] == 3.0 and occ["baselines_s"] == 7.0 and occ["baselines_measured"] == 2
     assert occ["busy_share"] == 1.0 and occ["baseline_median_s"] == 3.5
+    # N run workers: the same work is a share of N workers' time; their waits for the GPU lock are counted
+    results[0]["durations_s"]["gpu_wait"] = 0.5
+    two = occupancy(results, wall=10.0, baseline_s=[3.0, 4.0], run_workers=2, baseline_wait=[0.25])
+    assert two["busy_share"] == 0.5 and two["workers"] == 2 and two["gpu_wait_s"] == 0.75
+
+
+def test_steady_state_rate_leaves_the_first_wave_out():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from load_inline_throughput import parse, steady_state
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    rate = steady_state({"a": 70.0, "b": 74.0, "c": 78.0, "d": 106.0})
+    assert rate["first_verdict_s"] == 70.0 and rate["verdicts_after_first"] == 3 and rate["per_hour"] == 300.0
+    assert steady_state({"a": 5.0})["per_hour"] is None and steady_state({})["first_verdict_s"] is None
+    args = parse(["--run-workers-per-gpu", "3", "--no-exclusive-timing"])
+    assert args.run_workers_per_gpu == 3 and args.no_exclusive_timing

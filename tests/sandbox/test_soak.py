@@ -61,6 +61,23 @@ def test_soak_with_two_run_workers_sharing_the_cpu():
     assert categories["hang_import"]["median_compile_s"] >= 6 and categories["correct"]["median_run_s"] > 0
 
 
+def test_soak_with_two_run_workers_timing_under_the_gpu_lock(monkeypatch):
+    """--timing with two run workers under the GPU lock (its CPU test hook): hangs and crashes while the lock
+    is held shared, timed candidates waiting for exclusive: every verdict is still the one earned (a worker
+    queued behind a neighbour's hang is not timed out for it), nothing leaks."""
+    from kernels_env.host import gpu_lock
+
+    monkeypatch.setenv(gpu_lock.CPU_HOOK, "1")
+    args = ["--count", "12", "--concurrency", "4", "--device", "cpu", "--no-progress", "--seed", "3",
+            "--timing", "--compile-timeout", "6", "--run-timeout", "6",
+            "--run-workers-per-gpu", "2"]  # fmt: skip
+    result = soak.run(soak.parse(args))
+    assert result["violations"] == [] and result["ok"], result["violations"]
+    assert result["timing_lock"] is True and result["done"] == 12
+    assert result["time_split"]["gpu_wait_s"] >= 0
+    assert sum(c["earned"] for c in result["categories"].values()) == 12
+
+
 # a run cut short (benchmarks/soak.py --budget-s, SIGTERM) -------------------------------------------------
 class _FakeSandbox:
     """``submit`` returns a future that resolves after ``delay_s`` with the verdict its category earned."""
