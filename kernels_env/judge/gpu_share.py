@@ -15,9 +15,11 @@ When the fleet gives a run worker a GPU lock (``gpu_lock.ENV``: several run work
   it deadlock-free (``gpu_lock``). Nested entries (inductor's autotuning benchmarks, below, inside a timed
   call) keep the exclusive lock they are in.
 - Inductor's own GPU benchmarks (autotuning the compile baselines' Triton kernels on their first call) take
-  it exclusive too, through ``torch._inductor.runtime.benchmarking.set_gpu_benchmark_lock_context`` where
-  torch has it (2.13); an older torch autotunes under the shared lock (a neighbour's work may then make it
-  pick a slower configuration: the baseline is slower, never faster, than alone).
+  it exclusive too: they pick the configuration the baseline is then timed with, and a neighbour's work
+  would make a slower one look best. Through ``torch._inductor.runtime.benchmarking``'s
+  ``set_gpu_benchmark_lock_context`` where torch has it (2.13), else by wrapping the ``benchmark_gpu`` of
+  its ``benchmarker`` object (older torch, e.g. 2.11 on the GPU image: what its autotuners call). Inductor
+  benchmarking through anything else (a profiler-based path) stays under the shared lock.
 - The copy bandwidth the worker measures at its start (the ``below_roofline`` floor) is measured exclusive,
   waiting at most ``START_WAIT_S``; when it had to go ahead without, the floor allows for sharing as before.
 
@@ -42,6 +44,7 @@ _synchronize = torch.cuda.synchronize  # captured before any candidate code, as 
 START_WAIT_S = 30.0  # the start-up bandwidth probe waits this long for the GPU to itself, then goes ahead
 
 LOCK: GpuLock | None = None
+INDUCTOR: str | None = None  # how inductor's benchmarks take the lock: "hook", "wrapped" or None (install)
 
 
 @dataclass
@@ -57,12 +60,12 @@ class LockTimes:
 
 def install(device: torch.device, on_wait: Callable[[bool], None] | None = None) -> GpuLock | None:
     """Open this worker's lock when the fleet gave it one (``gpu_lock.ENV``); None otherwise."""
-    global LOCK
+    global LOCK, INDUCTOR
     prefix = os.environ.get(gpu_lock.ENV)
     if not prefix:
         return None
     LOCK = GpuLock(prefix, on_wait)
-    _hook_inductor_benchmarks(device)
+    INDUCTOR = _hook_inductor_benchmarks(device)
     return LOCK
 
 
@@ -141,13 +144,26 @@ def lost(expect: str | None = None) -> str | None:
     return problem or (LOCK.unheld() if expect is not None else None)
 
 
-def _hook_inductor_benchmarks(device: torch.device) -> None:
-    """Inductor's autotuning benchmarks (the compile baselines' first call) run exclusive, where torch offers
-    the hook (torch 2.13: ``set_gpu_benchmark_lock_context``; it wants nested entry supported)."""
+def _hook_inductor_benchmarks(device: torch.device) -> str | None:
+    """Inductor's autotuning benchmarks (the compile baselines' first call) run exclusive: through torch's
+    hook (2.13: ``set_gpu_benchmark_lock_context``, which wants nested entry supported) or, before it, its
+    benchmarker's ``benchmark_gpu`` wrapped on the instance. Which one (None: neither could be placed)."""
     try:
         from torch._inductor.runtime import benchmarking
     except Exception:  # noqa: BLE001 - no inductor: nothing of it to lock
-        return
+        return None
     hook = getattr(benchmarking, "set_gpu_benchmark_lock_context", None)
     if hook is not None:
         hook(lambda: exclusive(device))
+        return "hook"
+    bench = getattr(benchmarking, "benchmarker", None)
+    original = getattr(bench, "benchmark_gpu", None)
+    if original is None:
+        return None
+
+    def benchmark_gpu(*args, **kwargs):
+        with exclusive(device):
+            return original(*args, **kwargs)
+
+    bench.benchmark_gpu = benchmark_gpu  # the instance's attribute: every autotuner holds this one object
+    return "wrapped"

@@ -131,6 +131,29 @@ def test_inductor_benchmarks_take_it_exclusive_where_torch_has_the_hook(installe
         assert lock.state == SHARED
 
 
+def test_before_torchs_hook_inductors_benchmarker_is_wrapped(tmp_path, monkeypatch):
+    """Older torch (2.11 on the GPU image) has no set_gpu_benchmark_lock_context: the benchmarker object its
+    autotuners call gets a ``benchmark_gpu`` that holds the lock exclusive."""
+    from torch._inductor.runtime import benchmarking
+
+    seen: list[str] = []
+    bench = benchmarking.benchmarker
+    monkeypatch.delattr(benchmarking, "set_gpu_benchmark_lock_context", raising=False)
+    monkeypatch.setattr(bench, "benchmark_gpu", lambda fn, **kw: fn(), raising=False)  # the original
+    monkeypatch.setenv(gpu_lock.ENV, gpu_lock.lock_prefix(tmp_path, "0"))
+    monkeypatch.setattr(gpu_share, "LOCK", None)
+    lock = gpu_share.install(CPU)
+    try:
+        assert gpu_share.INDUCTOR == "wrapped"
+        with gpu_share.request(CPU):
+            bench.benchmark(lambda: seen.append(lock.state), device="cuda")  # as an autotuner calls it
+            assert lock.state == SHARED
+        assert seen == [EXCLUSIVE]
+    finally:
+        lock.close()
+        vars(bench).pop("benchmark_gpu", None)
+
+
 def test_the_wait_credit_moves_a_deadline_by_at_most_the_limit():
     credit = GpuWaitCredit(10.0)
     credit.update(True, 100.0)
