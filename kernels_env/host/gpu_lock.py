@@ -30,8 +30,11 @@ Failure modes (docs/sandbox.md, "Several run workers per GPU"):
   against their own request's limit (``runtime.supervisor``), at most once more that limit.
 - **Tampering.** Candidate code shares the worker's process. Closing or replacing the lock's descriptors
   would drop the lock without the worker knowing; ``lost`` notices it at the next transition (descriptor
-  identity checked with ``fstat``) and the judge rejects the candidate (``judge_tampered``) and retires the
-  worker. The descriptors sit at random high numbers, out of the way of code that closes "its" low ones.
+  identity checked with ``fstat``), ``unheld`` a release behind the handle's back when nobody else holds
+  the lock, and the judge rejects the candidate (``judge_tampered``) and retires the worker. Its work may
+  have overlapped a neighbour's measurement by then, and a release undone before the check is not seen: a
+  lock held by the supervisor, outside the candidate's process, would close that. The descriptors sit at
+  random high numbers, out of the way of code that closes "its" low ones.
 """
 
 from __future__ import annotations
