@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue 14's learning demonstration on one GPU, time-boxed (10 minutes on an H200):
 #   OUT=/tmp/out bash scripts/gpu_toy_rl.sh    # BUDGET_S (default 540) s of pipeline time; ABLATIONS=a,b or ""
+#   DEMO_ARGS="--warmup-steps 12 --warmup-lr 1e-4" passes demo options through
 # Pretrains the toy policy, evaluates it on held-out toy tasks with the full judge (fresh), runs the four
 # stages (training rollouts judged with a lighter judge and a cache of judged sources), evaluates after each
-# stage, then the no_value_pretrain, no_rft and raw_speedup_reward ablations while time is left.
+# stage, then the raw_speedup_reward, no_value_pretrain and no_rft ablations while time is left.
 # $OUT gets results.json (rewritten after every run: a kill keeps what was done), curves.png, eval.png and
 # log.txt; checkpoints and metrics stay in $WORK.
 set -uo pipefail
@@ -19,6 +20,6 @@ export XLA_PYTHON_CLIENT_MEM_FRACTION="${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.25}"
   # The outer timeout is a guard: the demo keeps its own budget and stops cleanly before it.
   timeout --signal=TERM --kill-after=20 "$(( ${BUDGET_S:-540} + 45 ))" \
     python3 -m research.rl.pipeline.demo --out "$OUT" --work "$WORK" --budget-s "${BUDGET_S:-540}" \
-    --ablations "${ABLATIONS-no_value_pretrain,no_rft,raw_speedup_reward}"  # ABLATIONS="": none
+    --ablations "${ABLATIONS-raw_speedup_reward,no_value_pretrain,no_rft}" ${DEMO_ARGS:-}  # ABLATIONS="": none
   echo "demo rc=$?"
 } 2>&1 | grep -v "absl\]\[INFO\]\|orbax" | tee "$OUT/log.txt" | tail -n 60

@@ -230,3 +230,20 @@ def test_demo_trains_against_eager_with_several_updates_per_batch():
         assert lc.loss.entropy_coef == 0.0
     assert cfg.warmup.learner.advantage.lam == 1.0 and cfg.ppo.learner.advantage.lam == 0.95
     assert demo.full_judge().baselines == ["eager", "compile"]
+
+
+def test_demo_pretrains_with_grammar_smoothing_and_takes_warmup_overrides(tmp_path):
+    """The demo's pretraining gives legal, never-seen moves probability (grammar-aware smoothing; without it
+    no optimisation absent from the corpus is ever sampled) and its judge shares the GPU between two run
+    workers; ``--warmup-steps`` / ``--warmup-lr`` change the full run's warm-up and nothing else."""
+    cfg = demo.demo_pipeline("/tmp/x", "c.jsonl")
+    assert 0 < cfg.pretrain.grammar_smoothing < 0.5 and cfg.pretrain.label_smoothing == 0.0
+    assert cfg.sandbox.run_workers_per_gpu == 2 and cfg.sandbox.exclusive_timing
+    same = demo.full_config(demo.DemoConfig(work=str(tmp_path)))
+    assert same.out_dir == str(tmp_path / "full") and same.warmup.steps == cfg.warmup.steps
+    dc = demo.DemoConfig(work=str(tmp_path), warmup_steps=12, warmup_lr=1e-4)
+    got = demo.full_config(dc)
+    assert got.warmup.steps == 12 and got.warmup.learner.actor.lr == 1e-4
+    assert got.ppo == same.ppo and got.pretrain == same.pretrain and got.rft == same.rft
+    assert got.warmup.learner.critic == same.warmup.learner.critic
+    assert cfg.warmup.learner.actor.lr == 5e-5  # demo_pipeline itself untouched

@@ -8,6 +8,15 @@ after an op name) with that probability at each of a plan's ~20 tokens. At 0.02,
 policy's sampled plans were invalid for it (CPU, 64 episodes), and PPO's entropy bonus raised that further;
 exploration comes from the corpus's own spread of tiles instead (``research/toyenv/corpus.py``).
 
+``grammar_smoothing`` is label smoothing that knows the plan language: its mass goes to the *legal* next
+moves for the task (``research.toyenv.legal``: the next op fused into the open kernel, a new kernel, a setting
+not yet given, ``<eos>``), uniformly over moves and then over each move's tokens. The corpus never fuses and
+never leaves its tiles, so without it the pretrained policy gives fusion, large blocks, vector widths, more
+warps or rows per program no probability at all, and RL, which samples from the policy, can never try them
+(benchmarks/results/toy_rl_gpu.md, fourth run: 0% of final plans used any). With it the stand-in base model
+knows every legal plan without having seen an optimised one, as a pretrained LLM knows the syntax of code it
+has never been shown fast; every sampled plan stays a plan (no junk tokens, unlike plain smoothing).
+
 ``multi_turn_share`` of the sequences teach the interaction format (what an instruction-tuned base model
 knows about tool calls, and nothing about optimisation): a corpus plan, an observation and another corpus
 plan of the same task. The observation is drawn (by the sequence's index) from the whole observation
@@ -36,6 +45,7 @@ from flax import nnx
 
 import models
 from research.toyenv import CorpusConfig, PlanTokenizer, corpus_plans
+from research.toyenv.legal import PlanPrefix, smoothing_target
 
 from .._mesh import init_sharded
 from .._metrics import MetricsWriter
@@ -49,6 +59,7 @@ class PretrainConfig:
     warmup_steps: int = 50
     weight_decay: float = 0.01
     label_smoothing: float = 0.0
+    grammar_smoothing: float = 0.0  # mass on the legal next moves (research.toyenv.legal)
     multi_turn_share: float = 0.5  # sequences with a second turn after an observation (the format)
     num_corpus_tasks: int = 512
     val_fraction: float = 0.05
@@ -83,6 +94,34 @@ def encode_corpus(
     return ids, mask
 
 
+def legal_targets(
+    pairs, tok: PlanTokenizer, ids: np.ndarray, mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Grammar-aware smoothing targets for ``encode_corpus``'s ``ids``/``mask``: ``[N, L]`` row ids into a
+    ``[S, V]`` table of distributions (``research.toyenv.legal.smoothing_target`` of the plan prefix before
+    each target token; row 0, all zeros, where a position is not a target). A plan's prefix restarts after
+    every non-target token (the prompt, an observation)."""
+    table: dict[tuple, int] = {(): 0}
+    rows: list[np.ndarray] = [np.zeros(len(tok.vocab), np.float32)]
+    qid = np.zeros(ids.shape, np.int32)
+    for i, (task, _) in enumerate(pairs):
+        prefix = PlanPrefix(task)
+        for t in range(ids.shape[1]):
+            if not mask[i, t]:
+                prefix = PlanPrefix(task)
+                continue
+            target = smoothing_target(prefix.moves())
+            key = tuple(sorted(target.items()))
+            if key not in table:
+                table[key] = len(rows)
+                row = np.zeros(len(tok.vocab), np.float32)
+                row[tok.encode(list(target))] = list(target.values())
+                rows.append(row)
+            qid[i, t] = table[key]
+            prefix.push(tok.vocab[ids[i, t]])
+    return qid, np.stack(rows)
+
+
 def format_observation(i: int) -> list[str]:
     """The observation of interaction-format sequence ``i``: 3 in 4 correct with speedup buckets drawn over
     every bucket (``na`` included), else another status (untimed), chosen by a hash of ``i``."""
@@ -99,12 +138,16 @@ def format_observation(i: int) -> list[str]:
     return observation_tokens(others[(h >> 4) % len(others)], {})
 
 
-def _nll(model, ids, mask, smoothing):
+def _nll(model, ids, mask, smoothing, legal=None, grammar=0.0):
+    """Mean NLL over target tokens; ``smoothing`` towards uniform over the vocabulary, ``grammar`` towards
+    ``legal`` (``[B, L, V]`` distributions over the legal next moves, ``legal_targets``)."""
     logits = model(ids[:, :-1]).astype(jnp.float32)
     logp = jax.nn.log_softmax(logits, axis=-1)
     target = ids[:, 1:]
     nll = -jnp.take_along_axis(logp, target[..., None], axis=-1)[..., 0]
     loss = (1.0 - smoothing) * nll - smoothing * logp.mean(-1)
+    if legal is not None:
+        loss = (1.0 - grammar) * loss - grammar * (legal[:, 1:] * logp).sum(-1)
     m = mask[:, 1:]
     den = jnp.maximum(m.sum(), 1.0)
     acc = (jnp.argmax(logits, -1) == target).astype(jnp.float32)
@@ -133,7 +176,13 @@ def pretrain(
     tasks = list(corpus_tasks)
     n_val = max(1, int(len(tasks) * cfg.val_fraction)) if len(tasks) > 1 else 0
     share = cfg.multi_turn_share
-    train_ids, train_mask = encode_corpus(corpus_plans(tasks[n_val:], corpus), tok, cfg.seq_len, share)
+    train_pairs = corpus_plans(tasks[n_val:], corpus)
+    train_ids, train_mask = encode_corpus(train_pairs, tok, cfg.seq_len, share)
+    if cfg.grammar_smoothing > 0:
+        train_q, q_table = legal_targets(train_pairs, tok, train_ids, train_mask)
+    else:  # one all-zero row: the step's gather is the same program either way
+        train_q, q_table = np.zeros(train_ids.shape, np.int32), np.zeros((1, len(tok.vocab)), np.float32)
+    q_table = jnp.asarray(q_table)
     val = encode_corpus(corpus_plans(tasks[:n_val], corpus), tok, cfg.seq_len, share) if n_val else None
     warmup = min(max(cfg.warmup_steps, 1), max(cfg.steps - 1, 1))
     sched = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, warmup, max(cfg.steps, warmup + 1), cfg.lr * 0.1)
@@ -152,9 +201,12 @@ def pretrain(
         out = (jax.tree.map(lambda a: a.sharding, params), jax.tree.map(lambda a: a.sharding, opt), None)
 
     @functools.partial(jax.jit, out_shardings=out)
-    def step(params, opt, ids, mask):
+    def step(params, opt, ids, mask, qid):
+        legal = q_table[qid] if cfg.grammar_smoothing > 0 else None
+
         def loss_fn(p):
-            return _nll(nnx.merge(graphdef, p), ids, mask, cfg.label_smoothing)
+            model = nnx.merge(graphdef, p)
+            return _nll(model, ids, mask, cfg.label_smoothing, legal, cfg.grammar_smoothing)
 
         (loss, (nll, acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         updates, opt = tx.update(grads, opt, params)
@@ -177,7 +229,8 @@ def pretrain(
     try:
         for s in range(1, cfg.steps + 1):
             idx = rng.integers(0, len(train_ids), cfg.batch_size)
-            params, opt, m = step(params, opt, put_batch(train_ids[idx]), put_batch(train_mask[idx]))
+            batch = (put_batch(train_ids[idx]), put_batch(train_mask[idx]), put_batch(train_q[idx]))
+            params, opt, m = step(params, opt, *batch)
             if bar is not None:
                 bar.update(1)
             stop = deadline is not None and time.monotonic() > deadline

@@ -1,0 +1,133 @@
+"""The moves a plan prefix allows for a task: what a base model that knows the plan language (but not which
+plans are fast) would consider next.
+
+A *move* is a class of next tokens: the task's next op (fused into the open kernel, or opening one after
+``K``), a new kernel (``K``), one setting key (``B``, ``V``, ``W``, ``R``, ``M``: any of its values), or
+``<eos>`` once every op is placed. ``legal_moves(task, prefix)`` lists the moves that keep the plan one
+that renders for the task: ops in the task's order, settings of the open kernel's kind each at most once,
+fusion only where ``render`` can fuse (one reduction axis, nothing row-wise after a reduction in the same
+kernel). Axis tokens are not moves: the tasks' row ops run on the last dim, the default.
+
+``smoothing_target`` spreads a probability mass uniformly over the legal moves and, within a move, over its
+tokens: the pretraining's grammar-aware smoothing (``research.rl.pipeline.pretrain``), which gives the
+pretrained policy support on every legal plan (fused ones included) without any such plan in its corpus.
+Uniform over tokens instead would give the eight block sizes eight times the weight of fusing the next op.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from .grammar import BLOCKS, KERNEL, MASKS, ROWS, VECS, WARPS, Kernel, Plan, Step
+from .ops import MAP, TOY_OPS
+from .render import RenderError, _bind, _check_shapes
+from .tasks import ToyTask
+
+EOS = "<eos>"
+SETTING_VALUES = {
+    "B": tuple(f"B{b}" for b in BLOCKS),
+    "V": tuple(f"V{v}" for v in VECS),
+    "W": tuple(f"W{w}" for w in WARPS),
+    "R": tuple(f"R{r}" for r in ROWS),
+    "M": tuple(MASKS),
+}
+_MAP_KEYS, _ROW_KEYS = "BVWM", "RWM"
+
+
+class _Key:
+    """A hashable stand-in for a task in ``_fusable``'s cache (tasks hold lists, and differ only by calls
+    where it matters)."""
+
+    def __init__(self, task: ToyTask):
+        self.calls = task.calls
+        self._h = hash(task.calls)
+
+    def __hash__(self) -> int:
+        return self._h
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Key) and self.calls == other.calls
+
+
+@functools.lru_cache(maxsize=65536)
+def _fusable(ops: tuple[str, ...], key: _Key, groups: tuple[int, ...]) -> bool:
+    """Whether kernels of ``groups`` op counts (in the task's order) can render: ``_bind`` and
+    ``_check_shapes`` (which read only the task's calls) on a plan with those groups and the remaining
+    ops one per kernel."""
+    sizes = list(groups) + [1] * (len(ops) - sum(groups))
+    kernels, i = [], 0
+    for n in sizes:
+        kernels.append(Kernel.make([Step(o) for o in ops[i : i + n]]))
+        i += n
+    try:
+        _check_shapes(_bind(key, Plan(tuple(kernels))))  # type: ignore[arg-type]
+    except RenderError:
+        return False
+    return True
+
+
+class PlanPrefix:
+    """A plan being written for ``task``, one token at a time: ``moves()`` after the tokens so far."""
+
+    def __init__(self, task: ToyTask):
+        self.task, self._key = task, _Key(task)
+        self.groups: list[int] = []  # ops per kernel so far
+        self.used: set[str] = set()  # setting keys of the open kernel
+        self.tokens: list[str] = []
+
+    def moves(self) -> dict[str, tuple[str, ...]]:
+        return _moves(self.task.ops, self._key, self.groups, self.used)
+
+    def push(self, tok: str) -> None:
+        """Append ``tok``; ``ValueError`` when no legal move allows it."""
+        if not any(tok in toks for toks in self.moves().values()):
+            raise ValueError(f"token {len(self.tokens)} ({tok!r}) is not a legal move after {self.tokens}")
+        if tok == KERNEL:
+            self.groups.append(0)
+            self.used = set()
+        elif tok in TOY_OPS:
+            self.groups[-1] += 1
+        elif tok != EOS:
+            self.used.add(tok[0])
+        self.tokens.append(tok)
+
+
+def legal_moves(task: ToyTask, prefix: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """``{move: tokens}`` after the plan tokens ``prefix`` (no ``<eos>`` in it); ``ValueError`` when the
+    prefix itself leaves the language (a token no legal move allows)."""
+    state = PlanPrefix(task)
+    for tok in prefix:
+        state.push(tok)
+    return state.moves()
+
+
+def _moves(ops, key: _Key, groups: list[int], used: set[str]) -> dict[str, tuple[str, ...]]:
+    placed = sum(groups)
+    if not groups:
+        return {"kernel": (KERNEL,)}
+    if groups[-1] == 0:  # right after K: the next op opens the kernel
+        return {"op": (ops[placed],)}
+    out: dict[str, tuple[str, ...]] = {}
+    if not used and placed < len(ops) and _fusable(ops, key, (*groups[:-1], groups[-1] + 1)):
+        out["op"] = (ops[placed],)
+    kernel_ops = ops[placed - groups[-1] : placed]
+    keys = _MAP_KEYS if all(TOY_OPS[o].kind == MAP for o in kernel_ops) else _ROW_KEYS
+    for key in keys:
+        if key not in used:
+            out[key] = SETTING_VALUES[key]
+    if placed < len(ops):
+        out["kernel"] = (KERNEL,)
+    else:
+        out["eos"] = (EOS,)
+    return out
+
+
+def smoothing_target(moves: dict[str, tuple[str, ...]]) -> dict[str, float]:
+    """The smoothing distribution over ``moves`` (``legal_moves``, ``PlanPrefix.moves``): uniform over the
+    moves, then over each move's tokens (sums to 1)."""
+    out: dict[str, float] = {}
+    for toks in moves.values():
+        for t in toks:
+            out[t] = out.get(t, 0.0) + 1.0 / len(moves) / len(toks)
+    return out

@@ -1,0 +1,27 @@
+"""benchmarks/toy_pretrain_smoothing.py on CPU, tiny: the run completes, every split reports sampled
+and greedy shares and the fusion probability, and the JSON holds what was printed."""
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_smoothing_benchmark_smoke(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT))
+    import toy_pretrain_smoothing
+
+    out = tmp_path / "s.json"
+    args = ["--smoothing", "0.3", "--steps", "2", "--samples", "32", "--corpus-tasks", "48"]
+    toy_pretrain_smoothing.main([*args, "--work", str(tmp_path / "w"), "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["smoothing"] for r in rows] == [0.3]
+    for r in rows:
+        assert r["pretrain"]["step"] == 2
+        for split in ("train", "test", "heldout_category"):
+            s = r["splits"][split]
+            assert s["sampled"]["n"] == 32 and 0.0 <= s["sampled"]["invalid"] <= 1.0
+            assert s["greedy"]["n"] == s["tasks"] and set(s["sampled"]["optimisations"]) >= {"fusion", "any"}
+            assert 0.0 < s["p_fuse_first_pair"] < 1.0
