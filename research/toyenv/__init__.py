@@ -5,7 +5,8 @@ with ``research.data``'s operator library and decontaminated against KernelBench
 *plan* (which ops, how they are grouped into kernels, tile sizes, vector width, warps, tail mask), which is
 rendered deterministically into a Triton ``ModelNew`` and judged by ``kernels_env.client.SandboxClient``
 under the strict policy. The pretraining corpus holds correct, unoptimised plans (one kernel per op);
-``optimisations`` reports what a plan does beyond them. See docs/toyenv.md.
+``optimisations`` reports what a plan does beyond them; ``legal_moves`` lists what a plan prefix may do next
+(pretraining's grammar-aware smoothing). See docs/toyenv.md.
 
 Imports ``research.data``, ``models`` (lazily, for the decoder config) and the sandbox only through
 ``kernels_env.client``.
@@ -22,6 +23,7 @@ from .corpus import (
     optimisations,
 )
 from .grammar import PLAN_TOKENS, Kernel, Plan, PlanError, Step, format_plan, parse_plan
+from .legal import PlanPrefix, legal_moves, smoothing_target
 from .ops import TOY_CATEGORIES, TOY_OPS, ToyOp
 from .render import RenderError, render_plan
 from .reward import JudgeCache, Judgement, PlanJudge, cache_key
@@ -60,6 +62,7 @@ __all__ = [
     "Plan",
     "PlanError",
     "PlanJudge",
+    "PlanPrefix",
     "PlanTokenizer",
     "RenderError",
     "Step",
@@ -74,6 +77,7 @@ __all__ = [
     "cpu_size",
     "default_decontam_dir",
     "format_plan",
+    "legal_moves",
     "make_task",
     "make_tasks",
     "optimisation_shares",
@@ -81,4 +85,5 @@ __all__ = [
     "parse_plan",
     "prompt_tokens",
     "render_plan",
+    "smoothing_target",
 ]

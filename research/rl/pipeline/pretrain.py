@@ -44,8 +44,7 @@ import optax
 from flax import nnx
 
 import models
-from research.toyenv import CorpusConfig, PlanTokenizer, corpus_plans
-from research.toyenv.legal import PlanPrefix, smoothing_target
+from research.toyenv import CorpusConfig, PlanPrefix, PlanTokenizer, corpus_plans, smoothing_target
 
 from .._mesh import init_sharded
 from .._metrics import MetricsWriter
