@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 from .grammar import BLOCKS, KERNEL, MASKS, ROWS, VECS, WARPS, Kernel, Plan, Step
 from .ops import MAP, TOY_OPS
 from .render import RenderError, _bind, _check_shapes
-from .tasks import ToyTask
+from .tasks import OpCall, ToyTask
 
 EOS = "<eos>"
 SETTING_VALUES = {
@@ -35,33 +36,19 @@ SETTING_VALUES = {
 _MAP_KEYS, _ROW_KEYS = "BVWM", "RWM"
 
 
-class _Key:
-    """A hashable stand-in for a task in ``_fusable``'s cache (tasks hold lists, and differ only by calls
-    where it matters)."""
-
-    def __init__(self, task: ToyTask):
-        self.calls = task.calls
-        self._h = hash(task.calls)
-
-    def __hash__(self) -> int:
-        return self._h
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _Key) and self.calls == other.calls
-
-
 @functools.lru_cache(maxsize=65536)
-def _fusable(ops: tuple[str, ...], key: _Key, groups: tuple[int, ...]) -> bool:
+def _fusable(calls: tuple[OpCall, ...], groups: tuple[int, ...]) -> bool:
     """Whether kernels of ``groups`` op counts (in the task's order) can render: ``_bind`` and
-    ``_check_shapes`` (which read only the task's calls) on a plan with those groups and the remaining
-    ops one per kernel."""
+    ``_check_shapes`` (which read only a task's calls) on a plan with those groups and the remaining ops one
+    per kernel."""
+    ops = [c.name for c in calls]
     sizes = list(groups) + [1] * (len(ops) - sum(groups))
     kernels, i = [], 0
     for n in sizes:
         kernels.append(Kernel.make([Step(o) for o in ops[i : i + n]]))
         i += n
     try:
-        _check_shapes(_bind(key, Plan(tuple(kernels))))  # type: ignore[arg-type]
+        _check_shapes(_bind(SimpleNamespace(calls=calls), Plan(tuple(kernels))))  # type: ignore[arg-type]
     except RenderError:
         return False
     return True
@@ -71,13 +58,13 @@ class PlanPrefix:
     """A plan being written for ``task``, one token at a time: ``moves()`` after the tokens so far."""
 
     def __init__(self, task: ToyTask):
-        self.task, self._key = task, _Key(task)
+        self.task = task
         self.groups: list[int] = []  # ops per kernel so far
         self.used: set[str] = set()  # setting keys of the open kernel
         self.tokens: list[str] = []
 
     def moves(self) -> dict[str, tuple[str, ...]]:
-        return _moves(self.task.ops, self._key, self.groups, self.used)
+        return _moves(self.task.calls, self.groups, self.used)
 
     def push(self, tok: str) -> None:
         """Append ``tok``; ``ValueError`` when no legal move allows it."""
@@ -102,14 +89,14 @@ def legal_moves(task: ToyTask, prefix: Sequence[str]) -> dict[str, tuple[str, ..
     return state.moves()
 
 
-def _moves(ops, key: _Key, groups: list[int], used: set[str]) -> dict[str, tuple[str, ...]]:
-    placed = sum(groups)
+def _moves(calls: tuple[OpCall, ...], groups: list[int], used: set[str]) -> dict[str, tuple[str, ...]]:
+    ops, placed = [c.name for c in calls], sum(groups)
     if not groups:
         return {"kernel": (KERNEL,)}
     if groups[-1] == 0:  # right after K: the next op opens the kernel
         return {"op": (ops[placed],)}
     out: dict[str, tuple[str, ...]] = {}
-    if not used and placed < len(ops) and _fusable(ops, key, (*groups[:-1], groups[-1] + 1)):
+    if not used and placed < len(ops) and _fusable(calls, (*groups[:-1], groups[-1] + 1)):
         out["op"] = (ops[placed],)
     kernel_ops = ops[placed - groups[-1] : placed]
     keys = _MAP_KEYS if all(TOY_OPS[o].kind == MAP for o in kernel_ops) else _ROW_KEYS

@@ -344,6 +344,8 @@ def test_grammar_smoothing_loss_matches_numpy_and_gives_fusion_probability(toy_t
         assert not any(greedy for _, greedy in got)
     # measured: 0.00025 without, 0.013 with (CPU, these seeds)
     assert probs[0.0] < 0.002 and probs[0.3] > max(0.005, 10 * probs[0.0]), probs
+    with pytest.raises(ValueError, match=r"pretrain.grammar_smoothing must be in \[0, 1\), got 1.0"):
+        pl.PretrainConfig(grammar_smoothing=1.0)
 
 
 # --- the pipeline with a rule-based judge (mechanics) ---

@@ -66,6 +66,12 @@ class PretrainConfig:
     log_every: int = 25
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("label_smoothing", "grammar_smoothing"):
+            v = getattr(self, name)
+            if not 0.0 <= v < 1.0:
+                raise ValueError(f"pretrain.{name} must be in [0, 1), got {v}")
+
 
 def encode_corpus(
     pairs, tok: PlanTokenizer, seq_len: int, multi_turn_share: float = 0.0
@@ -179,7 +185,7 @@ def pretrain(
     train_ids, train_mask = encode_corpus(train_pairs, tok, cfg.seq_len, share)
     if cfg.grammar_smoothing > 0:
         train_q, q_table = legal_targets(train_pairs, tok, train_ids, train_mask)
-    else:  # one all-zero row: the step's gather is the same program either way
+    else:  # never read (the step skips the smoothing term); keeps the step's signature one
         train_q, q_table = np.zeros(train_ids.shape, np.int32), np.zeros((1, len(tok.vocab)), np.float32)
     q_table = jnp.asarray(q_table)
     val = encode_corpus(corpus_plans(tasks[:n_val], corpus), tok, cfg.seq_len, share) if n_val else None
