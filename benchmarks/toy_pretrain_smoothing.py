@@ -6,6 +6,7 @@ probability of fusing the next op where a kernel's first op has been written. No
 RL can sample, not what it is worth (``toy_plan_speeds.py``).
 
     python benchmarks/toy_pretrain_smoothing.py --smoothing 0,0.1,0.3 --out smoothing.json  # GPU
+    python benchmarks/toy_pretrain_smoothing.py --smoothing 0.3 --detour-rates 0,0.3 --out detours.json
     python benchmarks/toy_pretrain_smoothing.py --smoothing 0.3 --steps 2 --corpus-tasks 48 --out s.json
 """
 
@@ -26,7 +27,9 @@ import numpy as np  # noqa: E402
 from _models_bench import env_info, write_json  # noqa: E402
 
 
-def _measure(eps: float, steps: int | None, samples: int, work: Path, n_corpus: int | None = None) -> dict:
+def _measure(
+    eps: float, steps: int | None, samples: int, work: Path, n_corpus: int | None = None, detour: float = 0.0
+) -> dict:
     import jax
 
     import models
@@ -48,6 +51,7 @@ def _measure(eps: float, steps: int | None, samples: int, work: Path, n_corpus: 
     pc = dataclasses.replace(
         cfg.pretrain,
         grammar_smoothing=eps,
+        detour_rate=detour,
         steps=steps or cfg.pretrain.steps,
         num_corpus_tasks=n_corpus or cfg.pretrain.num_corpus_tasks,
     )
@@ -57,10 +61,16 @@ def _measure(eps: float, steps: int | None, samples: int, work: Path, n_corpus: 
     t0 = time.perf_counter()
     model = build_policy(cfg.model, len(tok))
     model, last = pretrain(
-        model, corpus_tasks(cfg.tasks, pc.num_corpus_tasks, avoid=held), pc, work / f"pretrain_{eps}",
-        corpus=cfg.corpus, tokenizer=tok, progress=False,
+        model, corpus_tasks(cfg.tasks, pc.num_corpus_tasks, avoid=held), pc,
+        work / f"pretrain_{eps}_{detour}", corpus=cfg.corpus, tokenizer=tok, progress=False,
     )  # fmt: skip
-    out = {"smoothing": eps, "pretrain_s": time.perf_counter() - t0, "pretrain": last, "splits": {}}
+    out = {
+        "smoothing": eps,
+        "detour_rate": detour,
+        "pretrain_s": time.perf_counter() - t0,
+        "pretrain": last,
+        "splits": {},
+    }
     ro = RolloutConfig(turns=1, episodes=32, group_size=4, max_context=96)
     sampler = make_sampler(model, ro)
     for split in ("train", "test", "heldout_category"):
@@ -80,11 +90,14 @@ def _measure(eps: float, steps: int | None, samples: int, work: Path, n_corpus: 
                         plans.append(plan)
                     except Exception as exc:  # any reason it is not a plan for the task
                         errors[str(exc).split(":")[-1].strip()[:60]] += 1
+            shares = optimisation_shares(plans)
             res[mode] = {
                 "n": n,
                 "invalid": 1 - len(plans) / n,
+                # of all samples, valid ones using each (the shares below are of the valid plans)
+                "valid_using": {k: v * len(plans) / n for k, v in shares.items()},
                 "errors": dict(errors.most_common(5)),
-                "optimisations": optimisation_shares(plans),
+                "optimisations": shares,
             }
         probs = []  # P(next op | "<bos> task <sep> K op0"): fusing the first two ops
         for t in (t for t in tasks if len(t.ops) > 1):
@@ -99,6 +112,7 @@ def _measure(eps: float, steps: int | None, samples: int, work: Path, n_corpus: 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--smoothing", default="0,0.1,0.3", help="comma-separated grammar_smoothing values")
+    p.add_argument("--detour-rates", default="0", help="comma-separated detour rates (each smoothing value)")
     p.add_argument("--steps", type=int, default=None, help="pretraining steps (default: the demo's)")
     p.add_argument("--samples", type=int, default=256, help="sampled plans per split")
     p.add_argument("--corpus-tasks", type=int, default=None, help="corpus tasks (default: the demo's)")
@@ -106,14 +120,15 @@ def main(argv=None) -> None:
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     rows = []
-    for eps in (float(x) for x in a.smoothing.split(",")):
-        rows.append(_measure(eps, a.steps, a.samples, Path(a.work), a.corpus_tasks))
+    grid = [(float(e), float(d)) for e in a.smoothing.split(",") for d in a.detour_rates.split(",")]
+    for eps, det in grid:
+        rows.append(_measure(eps, a.steps, a.samples, Path(a.work), a.corpus_tasks, det))
         s = rows[-1]["splits"]["test"]
         print(
-            f"smoothing {eps}: pretrain {rows[-1]['pretrain_s']:.0f} s, val_nll "
+            f"smoothing {eps} detours {det}: pretrain {rows[-1]['pretrain_s']:.0f} s, val_nll "
             f"{rows[-1]['pretrain'].get('val_nll', float('nan')):.3f}; test sampled invalid "
-            f"{s['sampled']['invalid']:.1%}, fusion {s['sampled']['optimisations']['fusion']:.1%}, any "
-            f"{s['sampled']['optimisations']['any']:.1%}; "
+            f"{s['sampled']['invalid']:.1%}, valid and fusing "
+            f"{s['sampled']['valid_using']['fusion']:.1%}, any {s['sampled']['valid_using']['any']:.1%}; "
             f"greedy any {s['greedy']['optimisations']['any']:.1%}; "
             f"P(fuse) {s['p_fuse_first_pair']:.3f}",
             flush=True,

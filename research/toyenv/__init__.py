@@ -6,7 +6,8 @@ with ``research.data``'s operator library and decontaminated against KernelBench
 rendered deterministically into a Triton ``ModelNew`` and judged by ``kernels_env.client.SandboxClient``
 under the strict policy. The pretraining corpus holds correct, unoptimised plans (one kernel per op);
 ``optimisations`` reports what a plan does beyond them; ``legal_moves`` lists what a plan prefix may do next
-(pretraining's grammar-aware smoothing). See docs/toyenv.md.
+(pretraining's grammar-aware smoothing) and ``detour`` gives corpus plans with a smoothed policy's detours as
+input (labels: the corpus's next token). See docs/toyenv.md.
 
 Imports ``research.data``, ``models`` (lazily, for the decoder config) and the sandbox only through
 ``kernels_env.client``.
@@ -23,7 +24,7 @@ from .corpus import (
     optimisations,
 )
 from .grammar import PLAN_TOKENS, Kernel, Plan, PlanError, Step, format_plan, parse_plan
-from .legal import PlanPrefix, legal_moves, smoothing_target
+from .legal import PlanPrefix, corpus_next, detour, legal_moves, smoothing_target
 from .ops import TOY_CATEGORIES, TOY_OPS, ToyOp
 from .render import RenderError, render_plan
 from .reward import JudgeCache, Judgement, PlanJudge, cache_key
@@ -72,10 +73,12 @@ __all__ = [
     "ToyTaskSet",
     "baseline_plan",
     "cache_key",
+    "corpus_next",
     "corpus_plans",
     "corpus_tasks",
     "cpu_size",
     "default_decontam_dir",
+    "detour",
     "format_plan",
     "legal_moves",
     "make_task",

@@ -12,6 +12,14 @@ kernel). Axis tokens are not moves: the tasks' row ops run on the last dim, the 
 tokens: the pretraining's grammar-aware smoothing (``research.rl.pipeline.pretrain``), which gives the
 pretrained policy support on every legal plan (fused ones included) without any such plan in its corpus.
 Uniform over tokens instead would give the eight block sizes eight times the weight of fusing the next op.
+
+``detour(task, tokens, rate, rng)`` is the other half of that: a corpus plan whose tokens each leave the
+corpus with probability ``rate`` for a draw from ``smoothing_target`` (the moves a smoothed policy samples),
+with, as labels, what the corpus would write next after the prefix so far (``corpus_next``). Trained on
+corpus plans alone, a model sees only corpus prefixes; sampled with smoothing it leaves them at some token
+of most plans (a setting skipped, a kernel closed early, an op fused) and then, on a prefix it never saw,
+loses its place: the shipped policy's invalid samples were mostly an op of the task written after ``K`` out
+of turn, with no fusion before it. The labels never name an optimisation: a detour is input, never a target.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from types import SimpleNamespace
+
+import numpy as np
 
 from .grammar import BLOCKS, KERNEL, MASKS, ROWS, VECS, WARPS, Kernel, Plan, Step
 from .ops import MAP, TOY_OPS
@@ -66,6 +76,10 @@ class PlanPrefix:
     def moves(self) -> dict[str, tuple[str, ...]]:
         return _moves(self.task.calls, self.groups, self.used)
 
+    def setting_keys(self) -> str:
+        """The setting keys of the open kernel's kind, in canonical order (``BVWM`` or ``RWM``)."""
+        return _keys(self.task.calls, self.groups)
+
     def push(self, tok: str) -> None:
         """Append ``tok``; ``ValueError`` when no legal move allows it."""
         if not any(tok in toks for toks in self.moves().values()):
@@ -98,9 +112,7 @@ def _moves(calls: tuple[OpCall, ...], groups: list[int], used: set[str]) -> dict
     out: dict[str, tuple[str, ...]] = {}
     if not used and placed < len(ops) and _fusable(calls, (*groups[:-1], groups[-1] + 1)):
         out["op"] = (ops[placed],)
-    kernel_ops = ops[placed - groups[-1] : placed]
-    keys = _MAP_KEYS if all(TOY_OPS[o].kind == MAP for o in kernel_ops) else _ROW_KEYS
-    for key in keys:
+    for key in _keys(calls, groups):
         if key not in used:
             out[key] = SETTING_VALUES[key]
     if placed < len(ops):
@@ -108,6 +120,12 @@ def _moves(calls: tuple[OpCall, ...], groups: list[int], used: set[str]) -> dict
     else:
         out["eos"] = (EOS,)
     return out
+
+
+def _keys(calls: tuple[OpCall, ...], groups: list[int]) -> str:
+    placed = sum(groups)
+    kernel_ops = [c.name for c in calls[placed - groups[-1] : placed]]
+    return _MAP_KEYS if all(TOY_OPS[o].kind == MAP for o in kernel_ops) else _ROW_KEYS
 
 
 def smoothing_target(moves: dict[str, tuple[str, ...]]) -> dict[str, float]:
@@ -118,3 +136,46 @@ def smoothing_target(moves: dict[str, tuple[str, ...]]) -> dict[str, float]:
         for t in toks:
             out[t] = out.get(t, 0.0) + 1.0 / len(moves) / len(toks)
     return out
+
+
+DEFAULT_VALUES = {"B": "B1024", "V": "V1", "W": "W4", "R": "R1", "M": "M1"}  # grammar.py's defaults
+
+
+def corpus_next(state: PlanPrefix, values: dict[str, str]) -> str:
+    """The token a corpus plan writes after ``state``'s prefix, whatever that prefix: the next op after
+    ``K``; the open kernel's missing settings in canonical order, valued from ``values`` (``{"B": "B512",
+    ...}``, ``DEFAULT_VALUES`` for a key it lacks); then ``K`` while ops remain, else ``<eos>``. On a corpus
+    prefix this is the corpus plan's own next token."""
+    groups, placed = state.groups, sum(state.groups)
+    if not groups:
+        return KERNEL
+    if groups[-1] == 0:
+        return state.task.ops[placed]
+    for key in state.setting_keys():
+        if key not in state.used:
+            return values.get(key, DEFAULT_VALUES[key])
+    return KERNEL if placed < len(state.task.ops) else EOS
+
+
+def detour(task: ToyTask, tokens: Sequence[str], rate: float, rng) -> tuple[list[str], list[str]]:
+    """``(inputs, labels)`` of equal length for corpus plan ``tokens`` (ending in ``<eos>``): input token i
+    is, with probability ``rate`` (``rng.random()``), a draw from ``smoothing_target`` of the legal moves
+    after inputs[:i] (``rng.choice``; it may be the corpus's own token), else ``labels[i]``, the corpus's
+    next token after inputs[:i] (``corpus_next``, the settings' values read from ``tokens``). Rate 0 gives
+    ``tokens`` twice. Every input is a legal plan for the task, ending in ``<eos>``."""
+    values: dict[str, str] = {}
+    for t in tokens:
+        if t not in (KERNEL, EOS) and t not in TOY_OPS:
+            values.setdefault(t[0], t)
+    state, inputs, labels = PlanPrefix(task), [], []
+    while not inputs or inputs[-1] != EOS:
+        label = corpus_next(state, values)
+        tok = label
+        if rate > 0 and rng.random() < rate:
+            target = smoothing_target(state.moves())
+            toks = list(target)
+            tok = toks[rng.choice(len(toks), p=np.asarray(list(target.values())) / sum(target.values()))]
+        state.push(tok)
+        inputs.append(tok)
+        labels.append(label)
+    return inputs, labels

@@ -267,7 +267,7 @@ def test_pretraining_loss_matches_numpy_and_decreases(toy_tasks, tmp_path):
     from research.toyenv import corpus_plans
 
     pairs = corpus_plans(toy_tasks.split("train")[:4])
-    ids, mask = pl.encode_corpus(pairs, tok, 48)
+    ids, mask, _ = pl.encode_corpus(pairs, tok, 48)
     assert mask[0].sum() == len(tok.encode_plan(pairs[0][1]))
     logits = np.asarray(model(ids[:, :-1]), np.float64)
     logp = (
@@ -300,7 +300,9 @@ def test_grammar_smoothing_loss_matches_numpy_and_gives_fusion_probability(toy_t
     tok = pl.toy_tokenizer()
     model = models.init_model(models.tiny_config(**TINY_ARCH), 0)
     pairs = corpus_plans(toy_tasks.split("train")[:4])
-    ids, mask = pl.encode_corpus(pairs, tok, 64, multi_turn_share=0.5)
+    # With detours (inputs leave the corpus, labels stay the corpus's next token): both terms see them.
+    ids, mask, labels = pl.encode_corpus(pairs, tok, 64, multi_turn_share=0.5, detour_rate=0.3)
+    assert ((labels != ids) & (mask > 0)).any() and (labels[mask == 0] == ids[mask == 0]).all()
     qid, table = legal_targets(pairs, tok, ids, mask)
     logits = np.asarray(model(ids[:, :-1]), np.float64)
     logp = logits - logits.max(-1, keepdims=True)
@@ -314,12 +316,12 @@ def test_grammar_smoothing_loss_matches_numpy_and_gives_fusion_probability(toy_t
                 continue
             q = smoothing_target(legal_moves(task, prefix))
             cross = -sum(p * logp[i, t - 1, tok.encode([k])[0]] for k, p in q.items())
-            want += (1 - eps) * -logp[i, t - 1, ids[i, t]] + eps * cross
+            want += (1 - eps) * -logp[i, t - 1, labels[i, t]] + eps * cross
             den += 1
             prefix.append(tok.vocab[ids[i, t]])
     import jax.numpy as jnp
 
-    got, _ = _nll(model, ids, mask, 0.0, jnp.asarray(table)[qid], eps)
+    got, _ = _nll(model, ids, mask, 0.0, jnp.asarray(table)[qid], eps, jnp.asarray(labels))
     assert float(got) == pytest.approx(want / den, rel=1e-5)
 
     # Pretrained with it: fusing the next op (never in the corpus) gets probability, yet stays no greedy
@@ -589,6 +591,46 @@ def test_demo_standalone_ablation_and_sigterm_keep_what_finished(tmp_path, monke
     assert list(summary["stages"]) == ["pretrain", "warmup"]
 
 
+def test_demo_after_full_without_a_full_run_is_one_clear_error(tmp_path):
+    from research.rl.pipeline import demo
+
+    with pytest.raises(SystemExit, match="after_full: no full run in .*full .pipeline.json missing"):
+        demo.main(["--out", str(tmp_path / "o"), "--work", str(tmp_path / "work"), "--after-full"])
+
+
+@pytest.mark.slow  # two pipeline runs (about 2 minutes on 2 cores)
+def test_demo_after_full_runs_ablations_from_an_earlier_full_run(tmp_path):
+    """--after-full (a second GPU call on the same machine): the full run in --work is read, not rerun,
+    and the ablations start from its manifests."""
+    from research.rl.pipeline import demo
+
+    base = tiny_pipeline(tmp_path / "unused")
+    base.rft.filters = LENIENT
+    work, kw = tmp_path / "work", dict(budget_s=3600, min_ablation_s=1)
+    first = demo.run_demo(
+        demo.DemoConfig(out=str(tmp_path / "o1"), work=str(work), ablations=[], **kw),
+        base=base,
+        judge=RuleJudge(),
+    )
+    full_ppo = (work / "full" / "ppo" / "manifest.json").read_text()
+    res = demo.run_demo(
+        demo.DemoConfig(
+            out=str(tmp_path / "o2"), work=str(work), ablations=["no_value_pretrain"], after_full=True, **kw
+        ),
+        base=base,
+        judge=RuleJudge(),
+    )
+    assert (work / "full" / "ppo" / "manifest.json").read_text() == full_ppo  # not rerun
+    assert (
+        res["runs"]["full"]["earlier_call"]
+        and res["runs"]["full"]["stages"] == first["runs"]["full"]["stages"]
+    )
+    assert list(res["runs"]["no_value_pretrain"]["stages"]) == ["rft", "ppo"]
+    assert "error" not in res["runs"]["no_value_pretrain"]
+    written = json.loads((tmp_path / "o2" / "results.json").read_text())
+    assert set(written["runs"]) == {"full", "no_value_pretrain"}
+
+
 def test_corpus_multi_turn_sequences_teach_the_format_only(toy_tasks):
     from research.rl.pipeline.observations import SPEED_NAMES, STATUSES
     from research.rl.pipeline.pretrain import format_observation
@@ -596,7 +638,8 @@ def test_corpus_multi_turn_sequences_teach_the_format_only(toy_tasks):
 
     tok = pl.toy_tokenizer()
     pairs = corpus_plans(toy_tasks.split("train")[:6])
-    ids, mask = pl.encode_corpus(pairs, tok, 80, multi_turn_share=0.5)
+    ids, mask, labels = pl.encode_corpus(pairs, tok, 80, multi_turn_share=0.5)
+    assert (labels == ids).all()  # no detours: the labels are the inputs
     obs_id, sep = tok.encode([pl.OBS_TOKENS[0]])[0], tok.sep_id
     two, seen = 0, set()
     for (task, plan), row, m in zip(pairs, ids.tolist(), mask.tolist()):

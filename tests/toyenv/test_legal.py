@@ -92,3 +92,56 @@ def test_smoothing_target_is_uniform_over_moves_then_tokens(tasks):
     for toks in moves.values():
         assert sum(q[t] for t in toks) == pytest.approx(1 / len(moves))
         assert len({q[t] for t in toks}) == 1
+
+
+def test_detour_inputs_are_smoothed_walks_and_labels_the_corpus_next_token(tasks):
+    """``detour``: rate 0 gives the corpus plan; otherwise every input is a plan the task renders, each
+    label is the corpus's next token after the inputs before it (never an optimisation: only tokens of the
+    corpus plan), and at rate 1 the inputs are draws from ``smoothing_target``."""
+    import collections
+
+    import numpy as np
+
+    from research.toyenv import corpus_next, detour
+
+    def values(toks):  # the corpus plan's setting tokens by key (one tile per plan)
+        out = {}
+        for t in toks:
+            if t[0] in "BVWRM" and t[1:].isdigit():
+                out.setdefault(t[0], t)
+        return out
+
+    rng = np.random.default_rng(0)
+    pairs = corpus_plans(tasks.split("train")[:12])
+    changed = 0
+    for task, plan in pairs:
+        toks = [*format_plan(plan), EOS]
+        assert detour(task, toks, 0.0, rng) == (toks, toks)
+        for _ in range(10):
+            inputs, labels = detour(task, toks, 0.5, rng)
+            assert inputs[-1] == EOS and len(inputs) == len(labels)
+            render_plan(task, " ".join(inputs[:-1]))
+            assert set(labels) <= set(toks)
+            state = PlanPrefix(task)
+            for x, y in zip(inputs, labels):
+                assert corpus_next(state, values(toks)) == y
+                state.push(x)
+            changed += inputs != toks
+    assert changed > 0.9 * 10 * len(pairs)
+    # corpus_next on corpus prefixes is the corpus plan itself
+    task, plan = pairs[0]
+    toks, state = [*format_plan(plan), EOS], PlanPrefix(task)
+    for t in toks:
+        assert corpus_next(state, values(toks)) == t
+        state.push(t)
+    # rate 1: the token after "K op0" follows the smoothing distribution of that prefix
+    task, plan = next((t, p) for t, p in pairs if len(t.ops) > 1)
+    toks = [*format_plan(plan), EOS]
+    n, seen = 4000, collections.Counter()
+    for _ in range(n):
+        inputs, _ = detour(task, toks, 1.0, rng)
+        seen[inputs[2]] += 1
+    want = smoothing_target(legal_moves(task, ["K", task.ops[0]]))
+    assert set(seen) <= set(want)
+    for tok, p in want.items():
+        assert abs(seen[tok] / n - p) < 0.025, (tok, seen[tok] / n, p)

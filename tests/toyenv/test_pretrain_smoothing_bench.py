@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -14,10 +16,21 @@ def test_smoothing_benchmark_smoke(tmp_path, monkeypatch):
     import toy_pretrain_smoothing
 
     out = tmp_path / "s.json"
-    args = ["--smoothing", "0.3", "--steps", "2", "--samples", "32", "--corpus-tasks", "48"]
+    args = [
+        "--smoothing",
+        "0.3",
+        "--detour-rates",
+        "0.3",
+        "--steps",
+        "2",
+        "--samples",
+        "32",
+        "--corpus-tasks",
+        "48",
+    ]
     toy_pretrain_smoothing.main([*args, "--work", str(tmp_path / "w"), "--out", str(out)])
     rows = json.loads(out.read_text())["rows"]
-    assert [r["smoothing"] for r in rows] == [0.3]
+    assert [(r["smoothing"], r["detour_rate"]) for r in rows] == [(0.3, 0.3)]
     for r in rows:
         assert r["pretrain"]["step"] == 2
         for split in ("train", "test", "heldout_category"):
@@ -25,3 +38,6 @@ def test_smoothing_benchmark_smoke(tmp_path, monkeypatch):
             assert s["sampled"]["n"] == 32 and 0.0 <= s["sampled"]["invalid"] <= 1.0
             assert s["greedy"]["n"] == s["tasks"] and set(s["sampled"]["optimisations"]) >= {"fusion", "any"}
             assert 0.0 < s["p_fuse_first_pair"] < 1.0
+            valid = 1 - s["sampled"]["invalid"]
+            for k, v in s["sampled"]["valid_using"].items():
+                assert v == pytest.approx(s["sampled"]["optimisations"][k] * valid)

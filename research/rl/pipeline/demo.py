@@ -52,6 +52,10 @@ class DemoConfig:
     ablations: list[str] = field(default_factory=lambda: list(ABLATIONS))
     min_ablation_s: float = 60.0  # an ablation starts only with at least this much time left
     standalone: bool = False  # no full run: each ablation from scratch (its own pretraining), in turn
+    # The full run is already in ``work`` (an earlier call on the same machine): read, not rerun; the
+    # ablations start from its manifests as usual. For a GPU session whose calls are capped below the
+    # full run plus every ablation.
+    after_full: bool = False
     seed: int = 0
     warmup_steps: int | None = None  # None: demo_pipeline's
     warmup_lr: float | None = None  # None: demo_pipeline's
@@ -100,8 +104,12 @@ def demo_pipeline(out_dir: str, cache: str, seed: int = 0) -> PipelineConfig:
         # optimisation the corpus lacks); the price is 40% of sampled plans invalid (an op repeated instead
         # of the next one, a setting given twice), which the warm-up's reward of -1 has to remove
         # (benchmarks/results/toy_pretrain_smoothing_2026-12-02_h200.json; 0.1: 4.4% and 20%).
+        # Detours at the same rate (pretrain.py, research/toyenv/legal.py): corpus plans whose tokens leave
+        # the corpus as a smoothed policy's samples do, labelled with the corpus's next token, so the model
+        # keeps its place after a detour (the shipped fifth-run policy's invalid samples were mostly an op
+        # written out of turn after K, on prefixes no corpus plan has).
         pretrain=PretrainConfig(
-            steps=1200, batch_size=64, lr=2e-3, num_corpus_tasks=4096, grammar_smoothing=0.3
+            steps=1200, batch_size=64, lr=2e-3, num_corpus_tasks=4096, grammar_smoothing=0.3, detour_rate=0.3
         ),
         # Two run workers share the GPU (timing under the GPU lock): Triton compiles of the plans overlap.
         sandbox=SandboxConfig(device="cuda", num_compile_workers=8, run_workers_per_gpu=2),
@@ -290,7 +298,13 @@ def run_demo(cfg: DemoConfig, *, base: PipelineConfig | None = None, judge=None)
     base = full_config(cfg, base)
     results: dict = {"config": {"budget_s": cfg.budget_s, "ablations": cfg.ablations}, "runs": {}}
     try:
-        if not cfg.standalone:
+        if cfg.after_full:
+            if cfg.standalone:
+                raise ValueError("after_full and standalone exclude each other")
+            if not (Path(base.out_dir) / "pipeline.json").is_file():
+                raise FileNotFoundError(f"after_full: no full run in {base.out_dir} (pipeline.json missing)")
+            results["runs"]["full"] = {**_run_summary(Path(base.out_dir)), "earlier_call": True}
+        elif not cfg.standalone:
             # The full run gets what the ablations do not need: they reuse its pretraining and early stages.
             reserve = cfg.min_ablation_s * len(cfg.ablations)
             full = dataclasses.replace(base, time_budget_s=max(left() - reserve, left() * 0.6))
@@ -366,6 +380,9 @@ def main(argv=None) -> None:
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--ablations", default=",".join(ABLATIONS))
     p.add_argument("--standalone", action="store_true", help="no full run: each ablation from scratch")
+    p.add_argument(
+        "--after-full", action="store_true", help="the full run is in --work already: ablations only"
+    )
     p.add_argument("--warmup-steps", type=int, default=None, help="warm-up steps (default: the demo's)")
     p.add_argument("--warmup-lr", type=float, default=None, help="warm-up actor lr (default: the demo's)")
     a = p.parse_args(argv)
@@ -376,11 +393,15 @@ def main(argv=None) -> None:
         budget_s=a.budget_s,
         ablations=abl,
         standalone=a.standalone,
+        after_full=a.after_full,
         warmup_steps=a.warmup_steps,
         warmup_lr=a.warmup_lr,
     )
     signal.signal(signal.SIGTERM, _on_sigterm)  # an outer timeout still leaves results.json
-    res = run_demo(cfg)
+    try:
+        res = run_demo(cfg)
+    except (ValueError, FileNotFoundError) as exc:  # a wrong invocation: one line, not a traceback
+        sys.exit(f"demo: {exc}")
     print(json.dumps({k: res.get(k) for k in ("target", "elapsed_s")}, indent=2, default=str))
 
 

@@ -44,7 +44,16 @@ import optax
 from flax import nnx
 
 import models
-from research.toyenv import CorpusConfig, PlanPrefix, PlanTokenizer, corpus_plans, smoothing_target
+from research.toyenv import (
+    CorpusConfig,
+    PlanPrefix,
+    PlanTokenizer,
+    corpus_plans,
+    detour,
+    format_plan,
+    smoothing_target,
+)
+from research.toyenv.legal import EOS
 
 from .._mesh import init_sharded
 from .._metrics import MetricsWriter
@@ -59,6 +68,7 @@ class PretrainConfig:
     weight_decay: float = 0.01
     label_smoothing: float = 0.0
     grammar_smoothing: float = 0.0  # mass on the legal next moves (research.toyenv.legal)
+    detour_rate: float = 0.0  # share of plan tokens replaced by a smoothed policy's draw (legal.detour)
     multi_turn_share: float = 0.5  # sequences with a second turn after an observation (the format)
     num_corpus_tasks: int = 512
     val_fraction: float = 0.05
@@ -67,36 +77,50 @@ class PretrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("label_smoothing", "grammar_smoothing"):
+        for name in ("label_smoothing", "grammar_smoothing", "detour_rate"):
             v = getattr(self, name)
             if not 0.0 <= v < 1.0:
                 raise ValueError(f"pretrain.{name} must be in [0, 1), got {v}")
 
 
 def encode_corpus(
-    pairs, tok: PlanTokenizer, seq_len: int, multi_turn_share: float = 0.0
-) -> tuple[np.ndarray, np.ndarray]:
-    """[N, L] ids and [N, L] target mask (1 on plan tokens and their <eos>, 0 on prompt and observation).
-    Sequence i gets a second turn (the next corpus plan of its task) when ``i * share`` crosses an integer,
-    so exactly ``share`` of them do, spread evenly."""
+    pairs, tok: PlanTokenizer, seq_len: int, multi_turn_share: float = 0.0, detour_rate: float = 0.0,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """[N, L] ids, [N, L] target mask (1 on plan tokens and their <eos>, 0 on prompt and observation) and
+    [N, L] labels: the token each position is trained to predict (``ids`` but where a detour replaced a
+    plan token). Sequence i gets a second turn (the next corpus plan of its task) when ``i * share`` crosses
+    an integer, so exactly ``share`` of them do, spread evenly. With ``detour_rate`` each plan is
+    ``research.toyenv.legal.detour``'s (drawn with ``seed``): a smoothed policy's detours as input, the
+    corpus's next token as label."""
+    rng = np.random.default_rng(seed)
     by_task: dict[str, list] = {}
     for task, plan in pairs:
         by_task.setdefault(task.id, []).append(plan)
+
+    def plan_ids(task, plan) -> tuple[list[int], list[int]]:
+        toks = [*format_plan(plan), EOS]
+        inputs, labels = detour(task, toks, detour_rate, rng) if detour_rate > 0 else (toks, toks)
+        return tok.encode(inputs), tok.encode(labels)
+
     ids = np.full((len(pairs), seq_len), tok.pad_id, np.int32)
+    labels = np.full((len(pairs), seq_len), tok.pad_id, np.int32)
     mask = np.zeros((len(pairs), seq_len), np.float32)
     for i, (task, plan) in enumerate(pairs):
-        p, q = tok.encode_prompt(task), tok.encode_plan(plan)
-        seq, m = p + q, [0] * len(p) + [1] * len(q)
+        p = tok.encode_prompt(task)
+        q, lq = plan_ids(task, plan)
+        seq, lab, m = p + q, p + lq, [0] * len(p) + [1] * len(q)
         others = [x for x in by_task[task.id] if x != plan]
         if others and int((i + 1) * multi_turn_share) > int(i * multi_turn_share):
-            q2 = tok.encode_plan(others[i % len(others)])
+            q2, lq2 = plan_ids(task, others[i % len(others)])
             obs = tok.encode(format_observation(i))
-            seq, m = seq + obs + q2, m + [0] * len(obs) + [1] * len(q2)
+            seq, lab, m = seq + obs + q2, lab + obs + lq2, m + [0] * len(obs) + [1] * len(q2)
         if len(seq) > seq_len:
             raise ValueError(f"corpus sequence of {len(seq)} tokens > seq_len {seq_len}")
         ids[i, : len(seq)] = seq
+        labels[i, : len(seq)] = lab
         mask[i, : len(seq)] = m
-    return ids, mask
+    return ids, mask, labels
 
 
 def legal_targets(
@@ -143,12 +167,13 @@ def format_observation(i: int) -> list[str]:
     return observation_tokens(others[(h >> 4) % len(others)], {})
 
 
-def _nll(model, ids, mask, smoothing, legal=None, grammar=0.0):
+def _nll(model, ids, mask, smoothing, legal=None, grammar=0.0, labels=None):
     """Mean NLL over target tokens; ``smoothing`` towards uniform over the vocabulary, ``grammar`` towards
-    ``legal`` (``[B, L, V]`` distributions over the legal next moves, ``legal_targets``)."""
+    ``legal`` (``[B, L, V]`` distributions over the legal next moves, ``legal_targets``). The targets are
+    ``labels`` shifted (``ids`` without them)."""
     logits = model(ids[:, :-1]).astype(jnp.float32)
     logp = jax.nn.log_softmax(logits, axis=-1)
-    target = ids[:, 1:]
+    target = (ids if labels is None else labels)[:, 1:]
     nll = -jnp.take_along_axis(logp, target[..., None], axis=-1)[..., 0]
     loss = (1.0 - smoothing) * nll - smoothing * logp.mean(-1)
     if legal is not None:
@@ -182,13 +207,16 @@ def pretrain(
     n_val = max(1, int(len(tasks) * cfg.val_fraction)) if len(tasks) > 1 else 0
     share = cfg.multi_turn_share
     train_pairs = corpus_plans(tasks[n_val:], corpus)
-    train_ids, train_mask = encode_corpus(train_pairs, tok, cfg.seq_len, share)
+    train_ids, train_mask, train_labels = encode_corpus(
+        train_pairs, tok, cfg.seq_len, share, cfg.detour_rate, cfg.seed
+    )
     if cfg.grammar_smoothing > 0:
         train_q, q_table = legal_targets(train_pairs, tok, train_ids, train_mask)
     else:  # never read (the step skips the smoothing term); keeps the step's signature one
         train_q, q_table = np.zeros(train_ids.shape, np.int32), np.zeros((1, len(tok.vocab)), np.float32)
     q_table = jnp.asarray(q_table)
-    val = encode_corpus(corpus_plans(tasks[:n_val], corpus), tok, cfg.seq_len, share) if n_val else None
+    # Validation: the corpus as written (no detours).
+    val = encode_corpus(corpus_plans(tasks[:n_val], corpus), tok, cfg.seq_len, share)[:2] if n_val else None
     warmup = min(max(cfg.warmup_steps, 1), max(cfg.steps - 1, 1))
     sched = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, warmup, max(cfg.steps, warmup + 1), cfg.lr * 0.1)
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=cfg.weight_decay))
@@ -206,12 +234,12 @@ def pretrain(
         out = (jax.tree.map(lambda a: a.sharding, params), jax.tree.map(lambda a: a.sharding, opt), None)
 
     @functools.partial(jax.jit, out_shardings=out)
-    def step(params, opt, ids, mask, qid):
+    def step(params, opt, ids, mask, qid, labels):
         legal = q_table[qid] if cfg.grammar_smoothing > 0 else None
 
         def loss_fn(p):
             model = nnx.merge(graphdef, p)
-            return _nll(model, ids, mask, cfg.label_smoothing, legal, cfg.grammar_smoothing)
+            return _nll(model, ids, mask, cfg.label_smoothing, legal, cfg.grammar_smoothing, labels)
 
         (loss, (nll, acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         updates, opt = tx.update(grads, opt, params)
@@ -234,7 +262,7 @@ def pretrain(
     try:
         for s in range(1, cfg.steps + 1):
             idx = rng.integers(0, len(train_ids), cfg.batch_size)
-            batch = (put_batch(train_ids[idx]), put_batch(train_mask[idx]), put_batch(train_q[idx]))
+            batch = tuple(put_batch(a[idx]) for a in (train_ids, train_mask, train_q, train_labels))
             params, opt, m = step(params, opt, *batch)
             if bar is not None:
                 bar.update(1)
