@@ -22,4 +22,4 @@ export XLA_PYTHON_CLIENT_MEM_FRACTION="${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.25}"
     python3 -m research.rl.pipeline.demo --out "$OUT" --work "$WORK" --budget-s "${BUDGET_S:-540}" \
     --ablations "${ABLATIONS-raw_speedup_reward,no_value_pretrain,no_rft}" ${DEMO_ARGS:-}  # ABLATIONS="": none
   echo "demo rc=$?"
-} 2>&1 | grep -v "absl\]\[INFO\]\|orbax" | tee "$OUT/log.txt" | tail -n 60
+} 2>&1 | grep --line-buffered -v "absl\]\[INFO\]\|orbax" | tee "$OUT/log.txt" | tail -n 60

@@ -100,14 +100,13 @@ def demo_pipeline(out_dir: str, cache: str, seed: int = 0) -> PipelineConfig:
         # 0.93) and the policy's distributions on unseen tasks were arbitrary; with 4,096 train and val
         # NLL agree. No label smoothing: it made 22% of sampled plans invalid (pretrain.py).
         # Grammar-aware smoothing 0.3 (pretrain.py): fusing the next op gets about 5% where a kernel's first
-        # op is written, and 6.5% of sampled test plans fuse somewhere (none without, nor any other
-        # optimisation the corpus lacks); the price is 40% of sampled plans invalid (an op repeated instead
-        # of the next one, a setting given twice), which the warm-up's reward of -1 has to remove
-        # (benchmarks/results/toy_pretrain_smoothing_2026-12-02_h200.json; 0.1: 4.4% and 20%).
-        # Detours at the same rate (pretrain.py, research/toyenv/legal.py): corpus plans whose tokens leave
-        # the corpus as a smoothed policy's samples do, labelled with the corpus's next token, so the model
-        # keeps its place after a detour (the shipped fifth-run policy's invalid samples were mostly an op
-        # written out of turn after K, on prefixes no corpus plan has).
+        # op is written (no optimisation the corpus lacks is ever sampled without it). Detours at the same
+        # rate (pretrain.py, research/toyenv/legal.py): corpus plans whose tokens leave the corpus as a
+        # smoothed policy's samples do, labelled with the corpus's next token. Without them 40% of sampled
+        # plans did not render (an op written out of turn on a prefix no corpus plan has) and 3% fused
+        # validly; with them 0.8% and 7.4% (test tasks, H200,
+        # benchmarks/results/toy_pretrain_detours_2026-12-02_h200.json), and the sixth GPU run's final
+        # greedy plans fuse on 62.5% of test tasks (benchmarks/results/toy_rl_gpu.md).
         pretrain=PretrainConfig(
             steps=1200, batch_size=64, lr=2e-3, num_corpus_tasks=4096, grammar_smoothing=0.3, detour_rate=0.3
         ),

@@ -17,6 +17,14 @@ warps or rows per program no probability at all, and RL, which samples from the 
 knows every legal plan without having seen an optimised one, as a pretrained LLM knows the syntax of code it
 has never been shown fast; every sampled plan stays a plan (no junk tokens, unlike plain smoothing).
 
+``detour_rate`` is its other half: a policy sampled with that smoothing leaves the corpus at some token of
+most plans, then stands on a prefix no corpus plan has, and a model trained on corpus prefixes alone loses
+count of its ops there (40% of sampled plans did not render, mostly an op written out of turn). With
+detours each plan token of a training sequence is, with that probability, a smoothed policy's draw
+(``research.toyenv.legal.detour``), and every position is labelled with the corpus's next token after the
+inputs so far: 0.8% (test tasks, H200; benchmarks/results/toy_pretrain_detours_2026-12-02_h200.json). The
+labels never hold an optimisation; validation NLL is on the corpus as written.
+
 ``multi_turn_share`` of the sequences teach the interaction format (what an instruction-tuned base model
 knows about tool calls, and nothing about optimisation): a corpus plan, an observation and another corpus
 plan of the same task. The observation is drawn (by the sequence's index) from the whole observation
