@@ -111,7 +111,10 @@ def main(argv=None) -> None:
         sys.exit(f"toy_plan_check: no task {a.task!r} in the default task set ({len(tasks)} tasks)")
     task = tasks[a.task]
     if a.size:
-        rows, cols = (int(x) for x in a.size.split(","))
+        try:
+            rows, cols = (int(x) for x in a.size.split(","))
+        except ValueError:
+            sys.exit(f"toy_plan_check: --size takes rows,cols (two integers), got {a.size!r}")
         task = task.at_size(rows, cols)
     elif a.device == "cpu":
         task = cpu_size(task)

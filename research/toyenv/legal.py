@@ -30,12 +30,26 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .grammar import BLOCKS, KERNEL, MASKS, ROWS, VECS, WARPS, Kernel, Plan, Step
+from .grammar import (
+    BLOCKS,
+    DEFAULT_BLOCK,
+    DEFAULT_ROWS,
+    DEFAULT_VEC,
+    DEFAULT_WARPS,
+    KERNEL,
+    MASKS,
+    ROWS,
+    VECS,
+    WARPS,
+    Kernel,
+    Plan,
+    Step,
+)
 from .ops import MAP, TOY_OPS
 from .render import RenderError, _bind, _check_shapes
 from .tasks import OpCall, ToyTask
+from .tokenizer import EOS
 
-EOS = "<eos>"
 SETTING_VALUES = {
     "B": tuple(f"B{b}" for b in BLOCKS),
     "V": tuple(f"V{v}" for v in VECS),
@@ -138,7 +152,14 @@ def smoothing_target(moves: dict[str, tuple[str, ...]]) -> dict[str, float]:
     return out
 
 
-DEFAULT_VALUES = {"B": "B1024", "V": "V1", "W": "W4", "R": "R1", "M": "M1"}  # grammar.py's defaults
+# The grammar's defaults, as tokens: what a setting a corpus plan lacks would be.
+DEFAULT_VALUES = {
+    "B": f"B{DEFAULT_BLOCK}",
+    "V": f"V{DEFAULT_VEC}",
+    "W": f"W{DEFAULT_WARPS}",
+    "R": f"R{DEFAULT_ROWS}",
+    "M": "M1",  # the tail mask on (grammar.Kernel's default)
+}
 
 
 def corpus_next(state: PlanPrefix, values: dict[str, str]) -> str:

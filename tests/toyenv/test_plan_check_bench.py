@@ -13,6 +13,7 @@ def test_plan_check_reports_verdict_and_direct_run(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     sys.path.insert(0, str(ROOT))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # main sets it for --device cpu; undone after the test
     import toy_plan_check
 
     # gate > log_softmax > softplus > amax: fused it renders and is right in CPU mode; with softplus moved
@@ -35,3 +36,17 @@ def test_plan_check_reports_verdict_and_direct_run(tmp_path, monkeypatch):
     assert "values differ" in wrong["verdict"]["error"]
     assert not wrong["direct"]["within_1e-4"] and wrong["direct"]["max_abs_error"] > 1e-3
     assert "render_error" in bad and "verdict" not in bad
+
+
+def test_plan_check_bad_arguments_are_one_line_errors(tmp_path, monkeypatch):
+    import pytest
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # main sets it for --device cpu; undone after the test
+    import toy_plan_check
+
+    out = str(tmp_path / "c.json")
+    with pytest.raises(SystemExit, match="--size takes rows,cols .two integers., got '6x64'"):
+        toy_plan_check.main(["--task", "toy0-4-00029", "--device", "cpu", "--size", "6x64", "--out", out])
+    with pytest.raises(SystemExit, match="no task 'nope' in the default task set"):
+        toy_plan_check.main(["--task", "nope", "--device", "cpu", "--out", out])

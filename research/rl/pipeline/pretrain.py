@@ -61,7 +61,7 @@ from research.toyenv import (
     format_plan,
     smoothing_target,
 )
-from research.toyenv.legal import EOS
+from research.toyenv.tokenizer import EOS
 
 from .._mesh import init_sharded
 from .._metrics import MetricsWriter
