@@ -41,6 +41,7 @@ from ..rules.protocols import JudgeSettings
 from ..rules.result import COMPILE_ERROR, CORRECT, INCORRECT, JUDGE_ERROR, REJECTED, RUNTIME_ERROR, message
 from . import (
     adversarial,  # noqa: F401 - registers the adversarial input families
+    conditioning,
     gpu_share,
     hygiene,
     loader,
@@ -392,14 +393,32 @@ def _trial(req: JudgeRequest, new_model, runners, seed: int, trial: int) -> dict
     return mismatch
 
 
-def _reference(model: torch.nn.Module) -> Callable[[list[Any]], Any]:
-    def run(inputs: list[Any]) -> Any:
-        restore_global_state()
-        set_precision(False)  # the reference is always computed in full FP32
-        with torch.no_grad():
-            return model(*inputs)
+class _Reference:
+    """The reference's forward, always in full FP32 (no TF32); ``float64``: the same on a float64 copy of
+    its model and inputs, for a family's conditioning check (``kernels_env.judge.conditioning``)."""
 
-    return run
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+
+    def __call__(self, inputs: list[Any]) -> Any:
+        restore_global_state()
+        set_precision(False)
+        with torch.no_grad():
+            return self.model(*inputs)
+
+    def float64(self, inputs: list[Any]) -> Any:
+        restore_global_state()
+        set_precision(False)
+        with torch.no_grad():
+            model = conditioning.float64_model(self.model)
+            try:
+                return model(*conditioning.promote(inputs))
+            finally:
+                del model
+
+
+def _reference(model: torch.nn.Module) -> _Reference:
+    return _Reference(model)
 
 
 def _guarded(guard: RequestGuard, model: torch.nn.Module, s: JudgeSettings, device: torch.device):

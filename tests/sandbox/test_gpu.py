@@ -174,8 +174,10 @@ import triton.language as tl
 
 @triton.jit
 def spin(out_ptr, n):
+    # Re-read from memory each time: 0.0, or NaN where the judge poisoned the output (NaN < 1.0 is False:
+    # the first version of this loop ended at once on poisoned memory), never 2.0: the kernel never ends.
     v = tl.load(out_ptr, volatile=True) * 0.0
-    while v < 1.0:  # re-read from memory each time and never 1: the kernel never ends
+    while v != 2.0:
         v = tl.load(out_ptr, volatile=True) * 0.0
     tl.store(out_ptr, v)
 """,
