@@ -18,7 +18,8 @@ the load_inline build), ``run`` (correctness and timing on the device), with N >
 ``gpu_exclusive`` (of ``run``: waiting for the GPU lock, holding it to time), ``baselines`` (time the verdict
 waited for its reference's baselines; they start on a run worker while the candidate compiles).
 ``run_workers``: what kept the N run workers busy (candidates' run stages, baselines, their waits for the
-lock) and ``busy_share`` per worker.
+lock) and ``busy_share`` per worker. ``host_cpu``: the share of the host's cores busy over the run and over
+the steady-state window (``/proc/stat``), and busy core-seconds per verdict there.
 Then ``reuse``: the first solution again under another extension name and file name, whose compile
 must be a cache hit (content-addressed builds, docs/sandbox.md). ``build_paths`` counts the builds by the CUDA
 source they compiled (``headers``: ``lean``, ``as-written``, ``as-written-after-lean``; see
@@ -46,8 +47,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "benchmarks"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from _cpu_sampler import CpuSampler  # noqa: E402
 
 SET = ROOT / "benchmarks" / "load_inline_set"
 PHASES = ("queued", "compile", "run", "gpu_wait", "gpu_exclusive", "baselines", "total")
@@ -101,10 +105,11 @@ def measure(args, stop: threading.Event | None = None) -> dict:
     done: list[dict] = []
     arrived: dict[str, float] = {}  # solution -> seconds from the first submission to its verdict
     reuse, env, wall, baseline_s, baseline_wait, stopped_by, lock = None, {}, 0.0, [], [], None, False
+    cpu = CpuSampler()  # the host's CPU use from the first submission on
     try:
         with SandboxClient(sandbox_config(args, cache_dir)) as sb:
             sb.start()  # worker start-up is not candidate time
-            started = time.perf_counter()
+            started = cpu.start().t0  # the sampler's windows: seconds from the first submission, like arrived
             deadline = started + args.budget_s if args.budget_s else None
             futures = {sb.submit(p, s, judge): s.name for p, s in work}
             pending = set(futures)
@@ -138,10 +143,12 @@ def measure(args, stop: threading.Event | None = None) -> dict:
                     problem, renamed(solution), judge, solution_name=f"copy_of_{solution.name}"
                 )
     finally:
+        cpu.stop()
         shutil.rmtree(cache_dir, ignore_errors=True)
     order = {s.name: i for i, (_, s) in enumerate(work)}
     done.sort(key=lambda r: order.get(r.get("solution"), len(order)))
     report = summarise(done, wall, reuse, env, args, baseline_s, baseline_wait, arrived)
+    report["host_cpu"] = host_cpu(cpu, report["steady_state"])
     report.update(submitted=len(work), truncated=stopped_by is not None, stopped_by=stopped_by)
     report["timing_lock"] = lock  # the run workers timed under the GPU lock
     return report
@@ -182,6 +189,15 @@ def occupancy(
         "gpu_wait_s": round(waits, 2),
         "busy_share": round(busy / (wall * run_workers), 3) if wall > 0 else None,
     }
+
+
+def host_cpu(cpu: CpuSampler, steady: dict) -> dict:
+    """The host's CPU use over the run and over the steady-state window, and busy core-seconds per verdict
+    there: with ``busy_share`` near 1.0 the host's cores set the rate (more workers cannot raise it)."""
+    window = cpu.summary(steady.get("first_verdict_s"), steady.get("last_verdict_s"))
+    verdicts = steady.get("verdicts_after_first")
+    per = round(window["busy_core_s"] / verdicts, 1) if window and verdicts else None
+    return {"run": cpu.summary(), "steady_state": window, "core_s_per_verdict": per}
 
 
 def steady_state(arrived: dict[str, float]) -> dict:

@@ -7,6 +7,7 @@ import ast
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,26 @@ def test_steady_state_rate_leaves_the_first_wave_out():
     assert steady_state({"a": 5.0})["per_hour"] is None and steady_state({})["first_verdict_s"] is None
     args = parse(["--run-workers-per-gpu", "3", "--no-exclusive-timing"])
     assert args.run_workers_per_gpu == 3 and args.no_exclusive_timing
+
+
+def test_cpu_sampler_sees_a_busy_core_and_host_cpu_divides_it_per_verdict():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from _cpu_sampler import CpuSampler
+        from load_inline_throughput import host_cpu
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    if not Path("/proc/stat").exists():
+        pytest.skip("no /proc/stat")
+    with CpuSampler(interval_s=0.1) as cpu:
+        end = time.perf_counter() + 1.5
+        while time.perf_counter() < end:  # one core busy for 1.5 s
+            pass
+    whole = cpu.summary()
+    assert whole["cores"] >= 1 and 0.0 < whole["busy_share"] <= 1.0
+    assert whole["busy_core_s"] >= 1.0  # this thread's 1.5 s, less the sampling granularity
+    assert cpu.summary(10.0, 20.0) is None  # no samples in that window
+    steady = {"first_verdict_s": 0.0, "last_verdict_s": 100.0, "verdicts_after_first": 2}
+    report = host_cpu(cpu, steady)
+    assert report["run"] == whole and report["core_s_per_verdict"] == round(whole["busy_core_s"] / 2, 1)
+    assert host_cpu(cpu, {"first_verdict_s": None})["core_s_per_verdict"] is None
