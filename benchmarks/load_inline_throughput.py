@@ -11,15 +11,16 @@ every reference's baselines are measured in this run. All candidates are submitt
 (``SandboxClient.submit``) to ``--compile-workers`` compile workers and the run workers:
 ``--run-workers-per-gpu N`` on the GPU, timing under the GPU lock (``SandboxConfig.exclusive_timing``;
 ``--no-exclusive-timing``: without it, timings disturbed and noted). Reported: candidates/hour (candidates /
-wall time) and ``steady_state`` (the rate from the first verdict to the last: the cold first wave of builds
-left out, what a run cut by ``--budget-s`` still measures), verdict counts, and per phase the median and total
-seconds over candidates of ``durations_s``: ``queued`` (waiting for a worker), ``compile`` (the compile stage:
-the load_inline build), ``run`` (correctness and timing on the device), with N > 1 ``gpu_wait`` /
-``gpu_exclusive`` (of ``run``: waiting for the GPU lock, holding it to time), ``baselines`` (time the verdict
-waited for its reference's baselines; they start on a run worker while the candidate compiles).
-``run_workers``: what kept the N run workers busy (candidates' run stages, baselines, their waits for the
-lock) and ``busy_share`` per worker. ``host_cpu``: the share of the host's cores busy over the run and over
-the steady-state window (``/proc/stat``), and busy core-seconds per verdict there.
+wall time), ``sustained`` (the rate while the pipeline is full: from the end of the first wave to the start of
+the last build) and ``steady_state`` (the rate from the first verdict to the last: the cold first wave of
+builds left out, what a run cut by ``--budget-s`` still measures; it overestimates), verdict counts, and per
+phase the median and total seconds over candidates of ``durations_s``: ``queued`` (waiting for a worker),
+``compile`` (the compile stage: the load_inline build), ``run`` (correctness and timing on the device), with N
+> 1 ``gpu_wait`` / ``gpu_exclusive`` (of ``run``: waiting for the GPU lock, holding it to time), ``baselines``
+(time the verdict waited for its reference's baselines; they start on a run worker while the candidate
+compiles). ``run_workers``: what kept the N run workers busy (candidates' run stages, baselines, their waits
+for the lock) and ``busy_share`` per worker. ``host_cpu``: the share of the host's cores busy over the run and
+over the steady-state window (``/proc/stat``), and busy core-seconds per verdict there.
 Then ``reuse``: the first solution again under another extension name and file name, whose compile
 must be a cache hit (content-addressed builds, docs/sandbox.md). ``build_paths`` counts the builds by the CUDA
 source they compiled (``headers``: ``lean``, ``as-written``, ``as-written-after-lean``; see
@@ -148,6 +149,7 @@ def measure(args, stop: threading.Event | None = None) -> dict:
     order = {s.name: i for i, (_, s) in enumerate(work)}
     done.sort(key=lambda r: order.get(r.get("solution"), len(order)))
     report = summarise(done, wall, reuse, env, args, baseline_s, baseline_wait, arrived)
+    report["sustained"] = sustained(report["per_candidate"], report["compile_workers"])
     report["host_cpu"] = host_cpu(cpu, report["steady_state"])
     report.update(submitted=len(work), truncated=stopped_by is not None, stopped_by=stopped_by)
     report["timing_lock"] = lock  # the run workers timed under the GPU lock
@@ -188,6 +190,29 @@ def occupancy(
         "baseline_median_s": round(statistics.median(baseline_s), 3) if baseline_s else None,
         "gpu_wait_s": round(waits, 2),
         "busy_share": round(busy / (wall * run_workers), 3) if wall > 0 else None,
+    }
+
+
+def sustained(per_candidate: list[dict], workers: int) -> dict:
+    """Verdicts per hour while the pipeline is full: from the verdict that ends the first wave (the
+    ``workers``-th, the shared PCH built meanwhile) to the moment the last candidate's build starts (from then
+    on the queue is empty and the pipeline drains). ``steady_state`` runs to the last verdict instead, and so
+    credits the window with the drained work of builds that started before it: an overestimate."""
+    times = sorted(c["arrived_s"] for c in per_candidate if c.get("arrived_s") is not None)
+    starts = [
+        c["arrived_s"] - c["total"] + c["queued"]
+        for c in per_candidate
+        if all(isinstance(c.get(k), int | float) for k in ("arrived_s", "total", "queued"))
+    ]
+    if len(times) <= workers or not starts:
+        return {"from_s": None, "to_s": None, "verdicts": 0, "per_hour": None}
+    t1, t2 = times[workers - 1], max(starts)
+    n = sum(1 for t in times if t1 < t <= t2)
+    return {
+        "from_s": t1,
+        "to_s": round(t2, 3),
+        "verdicts": n,
+        "per_hour": round(n / (t2 - t1) * 3600, 1) if t2 > t1 and n else None,
     }
 
 

@@ -158,3 +158,18 @@ def test_cpu_sampler_sees_a_busy_core_and_host_cpu_divides_it_per_verdict():
     report = host_cpu(cpu, steady)
     assert report["run"] == whole and report["core_s_per_verdict"] == round(whole["busy_core_s"] / 2, 1)
     assert host_cpu(cpu, {"first_verdict_s": None})["core_s_per_verdict"] is None
+
+
+def test_sustained_rate_runs_from_the_first_wave_to_the_last_build_start():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from load_inline_throughput import sustained
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    # two workers: verdicts at 10, 11 (first wave), 20, 30, 40; the last build starts at 31 (40 - 9 + 0)
+    waves = ((10, 0), (11, 0), (20, 1), (30, 2), (40, 0))
+    rows = [{"arrived_s": t, "total": 9.0, "queued": q} for t, q in waves]
+    rate = sustained(rows, workers=2)
+    assert rate["from_s"] == 11 and rate["to_s"] == 31.0 and rate["verdicts"] == 2  # 20 and 30
+    assert rate["per_hour"] == 360.0  # 2 verdicts in 20 s
+    assert sustained(rows[:2], workers=2)["per_hour"] is None
