@@ -20,7 +20,8 @@ phase the median and total seconds over candidates of ``durations_s``: ``queued`
 (time the verdict waited for its reference's baselines; they start on a run worker while the candidate
 compiles). ``run_workers``: what kept the N run workers busy (candidates' run stages, baselines, their waits
 for the lock) and ``busy_share`` per worker. ``host_cpu``: the share of the host's cores busy over the run and
-over the steady-state window (``/proc/stat``), and busy core-seconds per verdict there.
+over the steady-state window (``/proc/stat``; ``steal_share``: CPU time a shared host's hypervisor gave
+others), busy core-seconds per verdict there and over the whole run, and the host's CPU model.
 Then ``reuse``: the first solution again under another extension name and file name, whose compile
 must be a cache hit (content-addressed builds, docs/sandbox.md). ``build_paths`` counts the builds by the CUDA
 source they compiled (``headers``: ``lean``, ``as-written``, ``as-written-after-lean``; see
@@ -58,7 +59,7 @@ for _path in (ROOT, ROOT / "benchmarks"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from _cpu_sampler import CpuSampler  # noqa: E402
+from _cpu_sampler import CpuSampler, host  # noqa: E402
 
 SET = ROOT / "benchmarks" / "load_inline_set"
 PHASES = ("queued", "compile", "run", "gpu_wait", "gpu_exclusive", "baselines", "total")
@@ -177,7 +178,7 @@ def measure(args, stop: threading.Event | None = None) -> dict:
     done.sort(key=lambda r: order.get(r.get("solution"), len(order)))
     report = summarise(done, wall, reuse, env, args, baseline_s, baseline_wait, arrived)
     report["sustained"] = sustained(report["per_candidate"], report["compile_workers"])
-    report["host_cpu"] = host_cpu(cpu, report["steady_state"])
+    report["host_cpu"] = host_cpu(cpu, report["steady_state"], len(done))
     report.update(submitted=len(work), truncated=stopped_by is not None, stopped_by=stopped_by)
     report["timing_lock"] = lock  # the run workers timed under the GPU lock
     report["toolchain"] = toolchain
@@ -244,13 +245,22 @@ def sustained(per_candidate: list[dict], workers: int) -> dict:
     }
 
 
-def host_cpu(cpu: CpuSampler, steady: dict) -> dict:
-    """The host's CPU use over the run and over the steady-state window, and busy core-seconds per verdict
-    there: with ``busy_share`` near 1.0 the host's cores set the rate (more workers cannot raise it)."""
-    window = cpu.summary(steady.get("first_verdict_s"), steady.get("last_verdict_s"))
-    verdicts = steady.get("verdicts_after_first")
-    per = round(window["busy_core_s"] / verdicts, 1) if window and verdicts else None
-    return {"run": cpu.summary(), "steady_state": window, "core_s_per_verdict": per}
+def host_cpu(cpu: CpuSampler, steady: dict, verdicts: int | None = None) -> dict:
+    """The host's CPU use over the run and over the steady-state window, busy core-seconds per verdict there
+    and (``run_core_s_per_verdict``) over the whole run, and the host's CPU model: with ``busy_share`` near
+    1.0 the host's cores set the rate (more workers cannot raise it). The steady-state figure leaves out the
+    first wave's builds, which finish inside it: the whole run's is the cost of a verdict."""
+    window, run = cpu.summary(steady.get("first_verdict_s"), steady.get("last_verdict_s")), cpu.summary()
+    after_first = steady.get("verdicts_after_first")
+    per = round(window["busy_core_s"] / after_first, 1) if window and after_first else None
+    per_run = round(run["busy_core_s"] / verdicts, 1) if run and verdicts else None
+    return {
+        "run": run,
+        "steady_state": window,
+        "core_s_per_verdict": per,
+        "run_core_s_per_verdict": per_run,
+        "host": host(),
+    }
 
 
 def steady_state(arrived: dict[str, float]) -> dict:

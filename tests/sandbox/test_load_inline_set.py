@@ -156,8 +156,10 @@ def test_cpu_sampler_sees_a_busy_core_and_host_cpu_divides_it_per_verdict():
     assert whole["busy_core_s"] >= 1.0  # this thread's 1.5 s, less the sampling granularity
     assert cpu.summary(10.0, 20.0) is None  # no samples in that window
     steady = {"first_verdict_s": 0.0, "last_verdict_s": 100.0, "verdicts_after_first": 2}
-    report = host_cpu(cpu, steady)
+    report = host_cpu(cpu, steady, verdicts=4)
     assert report["run"] == whole and report["core_s_per_verdict"] == round(whole["busy_core_s"] / 2, 1)
+    assert report["run_core_s_per_verdict"] == round(whole["busy_core_s"] / 4, 1)
+    assert 0.0 <= whole["steal_share"] < 1.0 and report["host"]["logical_cpus"] >= 1
     assert host_cpu(cpu, {"first_verdict_s": None})["core_s_per_verdict"] is None
 
 
