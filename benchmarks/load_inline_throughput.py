@@ -28,12 +28,6 @@ source they compiled (``headers``: ``lean``, ``as-written``, ``as-written-after-
 kernels_env/judge/lean_headers.py), by compiler flags (``path``: ``fast``, ``plain``, ``plain-after-fast``)
 and by the shared PCH (``use_pch``); each candidate lists its own. GPU, versions, date and the commit are
 recorded. ``--smoke``: CPU mode, 2 candidates, no timing (CUDA is compiled, not run: ``not_run``).
-
-``--warm-toolchain``: the clock starts once the shared precompiled torch headers the compile workers start
-at start-up (kernels_env/judge/pch.py, ``PREBUILD_CFLAGS``) are built, as in any run after the first with
-the sandbox's persistent cache directory; candidates and baselines stay cold. ``toolchain`` records how long
-that took and what became of each header. Without it (the default) they are built while the first
-candidates compile, and the first wave mostly builds without them.
 """
 
 from __future__ import annotations
@@ -97,23 +91,6 @@ def sandbox_config(args, cache_dir: str):
     )
 
 
-def wait_for_toolchain(cache_dir: str, timeout_s: float) -> dict:
-    """Wait until every prebuilt PCH (``pch.PREBUILD_CFLAGS``) under the sandbox cache is built or failed."""
-    from kernels_env.judge import pch
-
-    root = Path(cache_dir) / "torch_extensions" / "pch"
-    want = len(pch.PREBUILD_CFLAGS)
-    t0 = time.perf_counter()
-    while True:  # counted by files, not keys: the keys are the compile workers' to compute
-        ready = len(list(root.glob("*/torch/extension.h.gch")))
-        failed = len(list(root.glob("*/failed.log")))
-        waited = time.perf_counter() - t0
-        if ready + failed >= want or waited >= timeout_s:
-            state = "ready" if ready >= want else "failed" if ready + failed >= want else "timeout"
-            return {"state": state, "seconds": round(waited, 1), "ready": ready, "failed": failed}
-        time.sleep(0.5)
-
-
 def measure(args, stop: threading.Event | None = None) -> dict:
     """Submit every candidate, collect verdicts as they land; ``stop`` (a signal) or ``--budget-s`` ends the
     collection early: the report then covers the verdicts that finished (``truncated``) and skips the reuse
@@ -130,14 +107,10 @@ def measure(args, stop: threading.Event | None = None) -> dict:
     done: list[dict] = []
     arrived: dict[str, float] = {}  # solution -> seconds from the first submission to its verdict
     reuse, env, wall, baseline_s, baseline_wait, stopped_by, lock = None, {}, 0.0, [], [], None, False
-    toolchain = None  # cold toolchain: the PCHs build while the first candidates compile
     cpu = CpuSampler()  # the host's CPU use from the first submission on
     try:
         with SandboxClient(sandbox_config(args, cache_dir)) as sb:
             sb.start()  # worker start-up is not candidate time
-            if args.warm_toolchain:
-                toolchain = wait_for_toolchain(cache_dir, args.warm_toolchain_timeout)
-                print(f"[li] toolchain: {toolchain}", file=sys.stderr, flush=True)
             started = cpu.start().t0  # the sampler's windows: seconds from the first submission, like arrived
             deadline = started + args.budget_s if args.budget_s else None
             futures = {sb.submit(p, s, judge): s.name for p, s in work}
@@ -181,7 +154,6 @@ def measure(args, stop: threading.Event | None = None) -> dict:
     report["host_cpu"] = host_cpu(cpu, report["steady_state"], len(done))
     report.update(submitted=len(work), truncated=stopped_by is not None, stopped_by=stopped_by)
     report["timing_lock"] = lock  # the run workers timed under the GPU lock
-    report["toolchain"] = toolchain
     return report
 
 
@@ -390,12 +362,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--budget-s", type=float, default=None, help="stop collecting after this many s (a truncated report)"
     )
-    p.add_argument(
-        "--warm-toolchain",
-        action="store_true",
-        help="start the clock once the prebuilt shared PCHs are ready (candidates and baselines stay cold)",
-    )
-    p.add_argument("--warm-toolchain-timeout", type=float, default=600.0)
     p.add_argument("--out", type=Path)
     return p.parse_args(argv)
 

@@ -270,21 +270,6 @@ def _shared_pch(kwargs: dict[str, Any], build_directory: Path, supported: bool) 
         pch.apply(kwargs, build_directory, root, may_build=os.environ.get(BUILD_ONLY_ENV) == "1")
 
 
-def prebuild_shared_pch() -> None:
-    """At a compile worker's start: begin the shared PCHs most load_inline solutions use (``pch.prebuild``),
-    so a sandbox whose cache has none yet has them sooner. Never fails the worker: a build that cannot
-    start just leaves the first candidates to build without one."""
-    if not os.environ.get(SANDBOX_CACHE_ENV) or os.environ.get(BUILD_ONLY_ENV) != "1":
-        return
-    import torch.utils.cpp_extension as ce
-
-    from . import pch
-
-    if pch.supported(ce.load_inline):
-        with contextlib.suppress(OSError):
-            pch.prebuild(Path(os.environ[SANDBOX_CACHE_ENV]) / "torch_extensions" / "pch")
-
-
 def extension_key(name: str, cpp_sources, cuda_sources, kwargs: dict[str, Any]) -> tuple[str, bool]:
     """(key, whether the module name is part of it) for a ``load_inline`` call."""
     import hashlib

@@ -11,12 +11,10 @@ object code is the same with or without it; a PCH g++ finds unsuitable is ignore
 
 A PCH of torch/extension.h takes a minute or more (and about 0.8 GB) to build, longer than many compile
 budgets, so by default (``KERNELS_ENV_PCH=background``) the first build that wants one starts it in a
-detached process and builds without it; later builds use it. Compile workers start the PCHs of the flags
-most solutions use (``PREBUILD_CFLAGS``) as they start, before any candidate arrives. ``wait`` builds it
-in the caller (torch's behaviour), ``off`` never uses one. Only the compile stage builds one
-(``KERNELS_ENV_BUILD_ONLY=1``); the GPU worker uses a ready one or none. A build directory that already
-has a ``build.ninja`` keeps the choice it was built with, so ninja sees the same command and rebuilds
-nothing.
+detached process and builds without it; later builds use it. ``wait`` builds it in the caller (torch's
+behaviour), ``off`` never uses one. Only the compile stage builds one (``KERNELS_ENV_BUILD_ONLY=1``); the
+GPU worker uses a ready one or none. A build directory that already has a ``build.ninja`` keeps the choice it
+was built with, so ninja sees the same command and rebuilds nothing.
 
 This file also runs as a script (``python -I pch.py --detach ARGS_JSON``): the detached builder, stdlib only
 (``-I``: the judge's directory must not shadow the standard library).
@@ -38,10 +36,6 @@ from typing import Any
 MODE_ENV = "KERNELS_ENV_PCH"  # background (default) | wait | off
 HEADER = ("torch", "extension.h")
 BUILD_TIMEOUT_S = 900.0  # a detached build that takes longer is given up (the next build may retry)
-# The ``extra_cflags`` KernelBench-style load_inline solutions pass: none, or ``-O3`` (all 70 of
-# benchmarks/load_inline_set). Their PCHs are started when a compile worker starts (``prebuild``), so the
-# first wave of builds need not all go without one; other flags get theirs at their first build.
-PREBUILD_CFLAGS: tuple[tuple[str, ...], ...] = ((), ("-O3",))
 
 
 def supported(load_inline) -> bool:
@@ -126,19 +120,6 @@ def ready_or_start(root: Path, extra_cflags, extra_include_paths, may_build: boo
         return directory if gch_path(directory).is_file() else None
     _detach(args)
     return None
-
-
-def prebuild(root: Path, cflag_sets=PREBUILD_CFLAGS) -> list[Path]:
-    """Start building the shared PCH of each flag set that has none yet (background mode only: ``wait``
-    builds at first use, as torch does, and ``off`` never); the directories whose PCH is ready already."""
-    if os.environ.get(MODE_ENV, "background") != "background":
-        return []
-    ready = []
-    for flags in cflag_sets:
-        directory = ready_or_start(root, list(flags), None, may_build=True)
-        if directory is not None:
-            ready.append(directory)
-    return ready
 
 
 def _detach(args: dict[str, Any]) -> None:

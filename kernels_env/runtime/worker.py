@@ -112,11 +112,8 @@ def _serve_compile(channel: _Channel, requests: BinaryIO, messages) -> int:
     for optional in ("triton", "numpy", "kernels_env.fastpath", "kernels_env.guard"):
         with contextlib.suppress(Exception):  # optional: a missing package only costs the child an import
             __import__(optional)
-    from ..judge.build import prebuild_shared_pch
     from ..judge.compile_stage import serve
     from ..tools._serve import serve_forked
-
-    prebuild_shared_pch()  # detached: the worker is ready at once
 
     channel.send(messages.Hello(role="compile", pid=os.getpid()))
     for line in requests:

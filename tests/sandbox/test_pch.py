@@ -103,40 +103,6 @@ def test_background_mode_never_waits_for_the_pch(sandbox, monkeypatch):
     assert len(detached) == 1 and "use_pch" not in calls[0]  # this build without, later ones with it
 
 
-def test_a_compile_worker_starts_the_common_pchs_before_any_candidate(sandbox, monkeypatch):
-    calls, built, root = sandbox
-    monkeypatch.setenv(pch.MODE_ENV, "background")
-    detached: list[dict] = []
-    monkeypatch.setattr(pch, "_detach", lambda args: (detached.append(args), pch.build(args, block=True)))
-    build.prebuild_shared_pch()
-    assert [a["cmd"][4:] for a in detached] == [[], ["-O3"]]  # no extra_cflags, and -O3
-    detached.clear()
-    build.prebuild_shared_pch()  # a second worker (or a restart) finds them built: nothing started
-    assert not detached
-    # the candidates' own spelling of the flags finds the prebuilt header: no build of its own
-    ce.load_inline("a", "int f() { return 1; }", functions=["f"], extra_cflags=["-O3"])
-    ce.load_inline("b", "int g() { return 2; }", functions=["g"])
-    assert not detached and all(c["use_pch"] is True for c in calls)
-    assert calls[0]["extra_include_paths"] == [str(pch.pch_dir(root, ["-O3"], None))]
-
-
-@pytest.mark.parametrize("mode", ["wait", "off"])
-def test_only_background_mode_prebuilds(sandbox, monkeypatch, mode):
-    calls, built, root = sandbox
-    monkeypatch.setenv(pch.MODE_ENV, mode)
-    build.prebuild_shared_pch()  # wait: built at first use, in the build that needs it; off: never
-    assert not built and not root.exists()
-
-
-def test_a_run_worker_never_prebuilds(sandbox, monkeypatch):
-    calls, built, root = sandbox
-    monkeypatch.setenv(pch.MODE_ENV, "background")
-    monkeypatch.delenv(build.BUILD_ONLY_ENV)
-    monkeypatch.setattr(pch, "_detach", lambda args: built.append(args))
-    build.prebuild_shared_pch()
-    assert not built
-
-
 def test_a_rebuild_keeps_the_choice_of_the_first_build(sandbox, monkeypatch):
     calls, built, root = sandbox
     monkeypatch.setenv(pch.MODE_ENV, "off")
