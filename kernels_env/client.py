@@ -241,7 +241,7 @@ class SandboxClient:
     def _fallback(self, report: dict[str, Any], settings: dict[str, Any], names: dict[str, str], rid: str):
         """The judge_error verdict built from the schema alone: the assembly steps may be what failed."""
         try:
-            environment = self.environment
+            environment = self._fleet.environment()  # never self.environment: it would restart a closed fleet
         except Exception:  # noqa: BLE001 - the verdict of a failure must not fail in turn
             environment = {}
         result = new_result(
@@ -257,6 +257,11 @@ class SandboxClient:
         return result  # reward None: a judge error says nothing about the candidate
 
     def _judge(self, ref, sol, settings, names, request_id: str, durations: dict[str, float]) -> dict:
+        # A request still queued when the client closed: it ends here. Request threads never start workers
+        # (a restart from here would outlive the client: found as a CPU run of load_inline_throughput
+        # --budget-s that hung at exit on its restarted workers).
+        if not self._fleet.started:
+            raise SandboxError("the sandbox client was closed before this request ran")
         workdir = self._fleet.tmp / f"req-{request_id}"
         env = self._request_env(sol)
         self._prefetch_baselines(ref, settings)
@@ -273,7 +278,7 @@ class SandboxClient:
             shutil.rmtree(workdir, ignore_errors=True)
         if report.get("problem_error"):
             report = assemble.reference_error(report.get("stage", "load"), str(report["problem_error"]))
-        result = assemble.verdict(report, settings, names, request_id, self.environment)
+        result = assemble.verdict(report, settings, names, request_id, self._fleet.environment())
         candidate = (report.get("timings") or {}).get("candidate")
         if candidate is not None:
             t0 = time.perf_counter()

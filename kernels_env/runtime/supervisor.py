@@ -84,9 +84,11 @@ class Worker:
         self._buffer = b""
         self.last_progress: tuple[float, str, str] | None = None  # (monotonic s, stage, detail): diagnostics
         self.tmpdir: str | None = None  # this process's TMPDIR, removed with it
+        self.stopped = False  # asked to exit by its pool's close(), not by a candidate's failure
 
     def start(self) -> messages.Hello:
         self.kill()
+        self.stopped = False
         if self.log_path.exists() and self.log_path.stat().st_size > MAX_LOG_BYTES:
             self.log_path.unlink()
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
@@ -150,6 +152,7 @@ class Worker:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def request_shutdown(self) -> None:
+        self.stopped = True
         if self.alive:
             with contextlib.suppress(Exception):
                 self.proc.stdin.write(messages.encode(messages.Shutdown()))
@@ -223,8 +226,11 @@ class Worker:
         # judge and the reference may hold (``host_bytes``, at most the machine's memory); whose code runs.
         memory = {"owner": "", "host_bytes": 0, "memory_plan": None}
         gpu_wait = GpuWaitCredit(timeout_s)
+        proc = self.proc
+        if proc is None:
+            raise self._gone(stage)
         sel = selectors.DefaultSelector()
-        fd = self.proc.stdout.fileno()
+        fd = proc.stdout.fileno()
         sel.register(fd, selectors.EVENT_READ)
         next_memory_check = 0.0
         try:
@@ -262,6 +268,8 @@ class Worker:
                             self.log_tail(),
                         )
                     return msg
+                if self.proc is None:  # killed by another thread: its closed pipe never becomes readable
+                    raise self._gone(stage)
                 now = time.monotonic()
                 extended = deadline + gpu_wait.extension(now)
                 if now >= extended:
@@ -292,7 +300,11 @@ class Worker:
                 if sel.select(timeout=min(POLL_S, max(extended - now, 0.0))):
                     chunk = os.read(fd, 1 << 20)
                     if not chunk:
-                        code = self.proc.wait(timeout=30) if self.proc else None
+                        current = self.proc
+                        if current is None or self.stopped:  # another thread killed or closed it
+                            self.kill()
+                            raise self._gone(stage)
+                        code = current.wait(timeout=30)
                         self.kill()
                         raise WorkerFailure("crash", _exit_text(code), stage, self.log_tail())
                     self._buffer += chunk
@@ -301,6 +313,13 @@ class Worker:
                         raise WorkerFailure("protocol", "worker message exceeds the size limit", stage)
         finally:
             sel.close()
+
+    def _gone(self, stage: str) -> Exception:
+        """What a request gets whose worker another thread killed: the sandbox closing is no verdict on the
+        candidate (a closed pipe would otherwise be waited on until the request's deadline)."""
+        if self.stopped:
+            return SandboxError(f"the sandbox closed while {self.name} worker ran this request")
+        return WorkerFailure("crash", f"{self.name} worker was killed", stage, self.log_tail())
 
     def _rss(self) -> int:
         try:
