@@ -230,7 +230,9 @@ class Worker:
         if proc is None:
             raise self._gone(stage)
         sel = selectors.DefaultSelector()
-        fd = proc.stdout.fileno()
+        # Our own descriptor of the pipe: a kill from another thread closes proc.stdout, and this read then
+        # sees EOF instead of a closed (or reused) descriptor number.
+        fd = os.dup(proc.stdout.fileno())
         sel.register(fd, selectors.EVENT_READ)
         next_memory_check = 0.0
         try:
@@ -297,8 +299,14 @@ class Worker:
                         raise WorkerFailure(
                             "memory", _memory_text(rss, limit, memory), stage, self.log_tail(), dict(memory)
                         )
-                if sel.select(timeout=min(POLL_S, max(extended - now, 0.0))):
-                    chunk = os.read(fd, 1 << 20)
+                try:
+                    ready = sel.select(timeout=min(POLL_S, max(extended - now, 0.0)))
+                    chunk = os.read(fd, 1 << 20) if ready else None
+                except OSError:
+                    if self.proc is None:  # another thread killed it and closed the pipe under this read
+                        raise self._gone(stage) from None
+                    raise
+                if chunk is not None:
                     if not chunk:
                         current = self.proc
                         if current is None or self.stopped:  # another thread killed or closed it
@@ -313,6 +321,7 @@ class Worker:
                         raise WorkerFailure("protocol", "worker message exceeds the size limit", stage)
         finally:
             sel.close()
+            os.close(fd)
 
     def _gone(self, stage: str) -> Exception:
         """What a request gets whose worker another thread killed: the sandbox closing is no verdict on the
