@@ -229,10 +229,15 @@ class Worker:
         proc = self.proc
         if proc is None:
             raise self._gone(stage)
-        sel = selectors.DefaultSelector()
         # Our own descriptor of the pipe: a kill from another thread closes proc.stdout, and this read then
-        # sees EOF instead of a closed (or reused) descriptor number.
-        fd = os.dup(proc.stdout.fileno())
+        # sees EOF instead of a closed (or reused) descriptor number. Only taking it can race that close.
+        try:
+            fd = os.dup(proc.stdout.fileno())
+        except (OSError, ValueError):  # ValueError: proc.stdout closed already
+            if self.proc is None:
+                raise self._gone(stage) from None
+            raise
+        sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
         next_memory_check = 0.0
         try:
@@ -299,14 +304,8 @@ class Worker:
                         raise WorkerFailure(
                             "memory", _memory_text(rss, limit, memory), stage, self.log_tail(), dict(memory)
                         )
-                try:
-                    ready = sel.select(timeout=min(POLL_S, max(extended - now, 0.0)))
-                    chunk = os.read(fd, 1 << 20) if ready else None
-                except OSError:
-                    if self.proc is None:  # another thread killed it and closed the pipe under this read
-                        raise self._gone(stage) from None
-                    raise
-                if chunk is not None:
+                if sel.select(timeout=min(POLL_S, max(extended - now, 0.0))):
+                    chunk = os.read(fd, 1 << 20)
                     if not chunk:
                         current = self.proc
                         if current is None or self.stopped:  # another thread killed or closed it
