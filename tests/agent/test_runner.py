@@ -147,6 +147,7 @@ def test_hydra_entry_point_scripted_cpu(tmp_path):
         "progress=false",
         f"sandbox.cache_dir={tmp_path / 'cache'}",
         "sandbox.num_compile_workers=1",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

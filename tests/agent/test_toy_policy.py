@@ -117,6 +117,7 @@ def test_make_demo_command_on_two_tasks(tmp_path):
         f"out_dir={out}",
         f"sandbox.cache_dir={tmp_path / 'cache'}",
         "sandbox.num_compile_workers=1",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -497,6 +497,7 @@ def test_toy_cpu_preset_end_to_end(tmp_path):
             "preset=toy_cpu",
             f"out_dir={tmp_path}",
             "progress=false",
+            f"hydra.run.dir={tmp_path / 'hydra'}",
         ],
         cwd=ROOT,
         env=env,

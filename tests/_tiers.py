@@ -1,0 +1,131 @@
+"""The test tiers: which tests `make test` (the fast tier) runs, and the guard that keeps it fast.
+
+Markers (pyproject.toml):
+- ``integration``: starts sandbox workers, a subprocess or a multi-device JAX process. Assigned here at
+  collection to every test that uses a fixture in ``INTEGRATION_FIXTURES`` or lives in a module of
+  ``INTEGRATION_MODULES``; any other test is run under a guard that fails it, naming the process, if it starts
+  one anyway (so a new test that starts processes cannot slip into the fast tier unnoticed).
+- ``e2e``: soak runs and benchmark smoke runs (``E2E_MODULES``): whole programs end to end.
+- ``slow``: a single test that needs more than about 10 s of CPU in-process (a model compiled, a pipeline
+  run), marked by hand next to the test.
+- ``gpu``: needs a CUDA device (skipped without one).
+
+`make test` runs ``not (integration or e2e or slow or gpu)``; `make test-all` runs everything (what CI runs).
+"""
+
+from __future__ import annotations
+
+import _posixsubprocess
+import fnmatch
+import os
+
+import pytest
+
+FAST_TIER = "not (integration or e2e or slow or gpu)"
+
+# Fixtures that start sandbox workers (a SandboxClient), a subprocess or a multi-device JAX process.
+INTEGRATION_FIXTURES = frozenset(
+    {
+        "client",  # tests/sandbox: a CPU-mode SandboxClient
+        "sandbox",  # tests/agent, tests/toyenv: a CPU-mode SandboxClient
+        "tools_client",  # tests/tools
+        "judged_set",  # tests/evaluation: a solution set judged in the sandbox
+        "multirun",  # tests/evaluation: a real Hydra multirun in a subprocess
+        "sharded_report",  # tests/models, tests/rl: the 8-device JAX subprocess
+        "pipeline_mesh_report",  # tests/rl: the 8-device pipeline subprocess
+        "redteam_tree",  # tests/redteam: the corpus judged in the sandbox
+    }
+)
+
+# Modules whose every test starts processes of its own (not through one of the fixtures above).
+INTEGRATION_MODULES = (
+    "tests/sandbox/test_*.py",  # judged in a SandboxClient each file starts (pure-logic files: FAST_MODULES)
+    "tests/fastpath/test_build.py",  # nvcc builds
+    "tests/rl/test_distributed.py",  # two JAX processes
+    "tests/rl/test_resume.py",  # SIGKILL of a training subprocess
+    "tests/test_notebooks.py",  # each notebook runs as a script
+    "tests/evaluation/test_notebooks.py",
+)
+# tests/sandbox files that test pure logic in-process (no worker): they stay in the fast tier.
+FAST_MODULES = (
+    "tests/sandbox/test_compare.py",
+    "tests/sandbox/test_compare_fuzz.py",
+    "tests/sandbox/test_summary.py",
+    "tests/sandbox/test_timing.py",
+    "tests/sandbox/test_protocol.py",
+    "tests/sandbox/test_conditioning.py",
+    "tests/sandbox/test_loader.py",
+    "tests/sandbox/test_cache.py",
+)
+E2E_MODULES = (
+    "tests/sandbox/test_soak.py",
+    "tests/agent/test_benchmark_smoke.py",
+    "tests/*/test_*_bench.py",
+    "tests/fastpath/test_benchmark.py",
+)
+
+
+def _rel(item) -> str:
+    return os.path.relpath(str(item.path), str(item.config.rootpath)).replace(os.sep, "/")
+
+
+def _matches(path: str, patterns) -> bool:
+    return any(fnmatch.fnmatch(path, p) for p in patterns)
+
+
+def assign(items) -> None:
+    """Mark each collected item with its tier (before -m deselects)."""
+    for item in items:
+        path = _rel(item)
+        if _matches(path, E2E_MODULES):
+            item.add_marker(pytest.mark.e2e)
+            continue
+        uses = set(getattr(item, "fixturenames", ()))
+        module_level = _matches(path, INTEGRATION_MODULES) and not _matches(path, FAST_MODULES)
+        if module_level or uses & INTEGRATION_FIXTURES:
+            item.add_marker(pytest.mark.integration)
+
+
+def in_fast_tier(item) -> bool:
+    return not any(item.get_closest_marker(m) for m in ("integration", "e2e", "slow", "gpu"))
+
+
+class ProcessGuard:
+    """While a fast-tier test runs, starting a process (subprocess, multiprocessing, os.fork, posix_spawn)
+    raises and is recorded, so the test fails even where the code under test swallows the error."""
+
+    def __init__(self):
+        self.started: list[str] = []
+        self._saved: list[tuple[object, str, object]] = []
+
+    def _refuse(self, what):
+        def refuse(*args, **kwargs):
+            argv = args[0] if args and what == "fork_exec" else args[:1]
+            self.started.append(f"{what}({_describe(argv)})")
+            raise RuntimeError(
+                f"a fast-tier test started a process ({what}); mark it integration (tests/_tiers.py)"
+            )
+
+        return refuse
+
+    def __enter__(self):
+        targets = [(_posixsubprocess, "fork_exec"), (os, "fork"), (os, "posix_spawn"), (os, "posix_spawnp")]
+        for owner, name in targets:
+            if hasattr(owner, name):
+                self._saved.append((owner, name, getattr(owner, name)))
+                setattr(owner, name, self._refuse(name))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+        return False
+
+
+def _describe(argv) -> str:
+    try:
+        words = [os.fsdecode(a) for a in argv][:3]
+    except TypeError:
+        return "?"
+    return " ".join(w if len(w) < 60 else "..." + w[-40:] for w in words)
