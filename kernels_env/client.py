@@ -27,7 +27,7 @@ from typing import Any
 
 from .judge import assemble
 from .judge.diagnostics import exception_line, truncate
-from .judge.sources import display_stem, read_source, source_hash
+from .judge.sources import display_stem, input_hashes, read_source, source_hash
 from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
 from .rules.protocols import resolve
@@ -40,14 +40,15 @@ from .rules.result import (
     message,
     new_result,
 )
+from .rules.results_file import VerdictProgress, append_line, read_results, resume_results
 from .rules.rewards import REWARDS, get_reward
 from .rules.summary import summarize
 from .runtime.fleet import make_fleet
 from .runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
 
-# The config dataclasses, the reward registry, the statuses that carry no verdict on the candidate and the
-# KernelBench-style summary of many verdicts are part of the client API (research may import only the
-# client, rules.messages and session).
+# The config dataclasses, the reward registry, the statuses that carry no verdict on the candidate, the
+# KernelBench-style summary of many verdicts and the resumable results file (keyed by name and input hashes)
+# are part of the client API (research may import only the client, rules.messages and session).
 __all__ = [
     "INCORRECT",
     "NO_VERDICT",
@@ -58,8 +59,13 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "TimingConfig",
+    "VerdictProgress",
+    "append_line",
     "failure_reward",
     "get_reward",
+    "input_hashes",
+    "read_results",
+    "resume_results",
     "summarize",
 ]
 

@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--problems", required=True, help="directory of KernelBench-format problem files")
     p.add_argument("--solutions", required=True, help="directory of solutions")
     p.add_argument("--out", required=True, help="results JSONL file (the summary goes next to it)")
-    p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished results")
+    p.add_argument("--no-resume", action="store_true", help="judge all again (default: skip unchanged)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-plot", action="store_true")
     add_judge_arguments(p)

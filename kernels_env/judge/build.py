@@ -8,6 +8,7 @@ with ``.diagnostics`` and ``.log``, so this module does not import it), ``torch.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import inspect
@@ -32,13 +33,24 @@ CUDA_ARCH_ENV = "KERNELS_ENV_CUDA_ARCH"  # e.g. "9.0": the target the run stage'
 # which the hooks below see). CPU mode gives such solutions the ``not_run`` verdict once they compiled.
 CUDA_MARKERS = {
     "fastpath": re.compile(r"kernels_env\.fastpath|\bcuda_library\b|\bnvrtc_kernel\b"),
-    "cupy": re.compile(r"^\s*(?:import cupy|from cupy)", re.M),
     "nvcc": re.compile(r"['\"]nvcc['\"]|/nvcc\b"),
 }
 OTHER_MARKERS = {
-    "triton": re.compile(r"^\s*(?:import triton|from triton)", re.M),
     "load_inline": re.compile(r"\bload_inline\b"),
     "cpp_extension": re.compile(r"cpp_extension"),
+}
+# Backends a solution uses by importing them: backend -> top-level modules. Read from the parsed imports, so
+# ``import torch, triton, triton.language as tl`` and ``from triton import language as tl`` count.
+IMPORTED = {"triton": ("triton",), "cupy": ("cupy", "cupyx")}
+CUDA_IMPORTS = {"cupy"}
+# For a text that does not parse (a .cu file, a syntax error): import lines, also with several names.
+_IMPORT_LINE = {
+    backend: re.compile(
+        rf"^\s*(?:from\s+(?:{'|'.join(mods)})\b|import\s+(?:[\w.]+(?:\s+as\s+\w+)?\s*,\s*)*"
+        rf"(?:{'|'.join(mods)})\b)",
+        re.M,
+    )
+    for backend, mods in IMPORTED.items()
 }
 # Errors that mean "this needs a CUDA device" when a solution runs in CPU mode.
 NO_DEVICE = re.compile(
@@ -48,10 +60,32 @@ NO_DEVICE = re.compile(
 )
 
 
+def imported_backends(text: str) -> set[str]:
+    """The ``IMPORTED`` backends (and ``fastpath``) a source imports anywhere, from its parsed imports; a text
+    that does not parse as Python is searched line by line for import statements instead."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {backend for backend, rx in _IMPORT_LINE.items() if rx.search(text)}
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            modules.add(node.module)
+            modules.update(f"{node.module}.{alias.name}" for alias in node.names)
+    tops = {m.split(".")[0] for m in modules}
+    found = {backend for backend, mods in IMPORTED.items() if tops & set(mods)}
+    if any(m == "kernels_env.fastpath" or m.startswith("kernels_env.fastpath.") for m in modules):
+        found.add("fastpath")  # ``from kernels_env import fastpath`` names no "kernels_env.fastpath" text
+    return found
+
+
 def detect_backends(texts: list[str], builds: list[dict[str, Any]]) -> list[str]:
     found = {
         name for name, rx in {**CUDA_MARKERS, **OTHER_MARKERS}.items() if any(rx.search(t) for t in texts)
     }
+    found |= {b for t in texts for b in imported_backends(t)}
     found |= {b["builder"] for b in builds}
     if not found & {"fastpath", "cupy", "nvcc", "load_inline", "cpp_extension", "triton"}:
         found.add("torch")
@@ -63,7 +97,9 @@ def needs_cuda(texts: list[str], builds: list[dict[str, Any]], workspace_files: 
         return True
     if any(f.endswith((".cu", ".cuh")) for f in workspace_files):
         return True
-    return any(rx.search(t) for rx in CUDA_MARKERS.values() for t in texts)
+    if any(rx.search(t) for rx in CUDA_MARKERS.values() for t in texts):
+        return True
+    return any(imported_backends(t) & (CUDA_IMPORTS | {"fastpath"}) for t in texts)
 
 
 def compile_error_messages(exc: BaseException, aliases: Mapping[str, str]) -> tuple[str, list[dict]] | None:

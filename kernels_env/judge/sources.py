@@ -72,6 +72,18 @@ def source_hash(source: Source) -> str:
     return h.hexdigest()
 
 
+def input_hashes(reference: str | os.PathLike, solution: str | os.PathLike) -> dict[str, str] | None:
+    """The content hashes of a reference file and a solution (file or workspace: every file the judge reads),
+    what a resumed results file compares; None when either cannot be read (judging it will say why)."""
+    try:
+        return {
+            "reference": source_hash(read_source(Path(reference), "reference")),
+            "solution": source_hash(read_source(Path(solution), "solution", allow_workspace=True)),
+        }
+    except (OSError, ValueError):
+        return None
+
+
 def display_stem(source: Source) -> str:
     name = Path(source.name).name
     return name[:-3] if name.endswith(".py") else name

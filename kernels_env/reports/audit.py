@@ -38,7 +38,7 @@ import torch
 from ..guard._outputs import constant_output_violation, tensors
 from ..judge.inputs import make_inputs, problem_module
 from ..judge.memory import release
-from .batch import append_line, read_results
+from ..rules.results_file import append_line, read_results
 
 __all__ = ["AuditReport", "Flag", "audit_problem", "constant_output_violation", "run"]
 

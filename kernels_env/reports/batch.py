@@ -2,9 +2,10 @@
 
 Solutions map to problems by file stem: ``<problem>.py``, ``<problem>__<variant>.py`` or a workspace
 directory ``<problem>/`` (or ``<problem>__<variant>/``) holding ``model_new.py``. Results are appended to a
-JSONL file as they finish (flushed and fsynced), so an interrupted batch resumes where it stopped: solutions
-already in the file are skipped and a partial last line is dropped. The summary
-(``kernels_env.rules.summary``) is printed, saved as JSON, and plotted.
+JSONL file as they finish (``kernels_env.rules.results_file``), each verdict printed as it lands, so an
+interrupted batch resumes where it stopped: solutions whose file (or workspace) and reference are unchanged
+are skipped, edited ones judged again in place of their old line, and a partial last line is dropped. The
+summary (``kernels_env.rules.summary``) is printed, saved as JSON, and plotted.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ..client import SandboxClient
+from ..judge.sources import input_hashes
 from ..rules.config import BatchConfig
+from ..rules.results_file import VerdictProgress, append_line, read_results, resume_results
 from ..rules.summary import format_summary, plot, summarize
 
 
@@ -28,7 +31,8 @@ class Item:
     problem: str
     problem_path: Path
     solution_path: Path
-    key: str  # the solution's name in the solutions directory (unique): what resuming matches on
+    key: str  # the solution's name in the solutions directory (unique): what resuming matches on,
+    # with the content hashes of the solution and the reference (``rules.results_file``)
 
 
 def _natural(name: str) -> list:
@@ -74,49 +78,6 @@ def _match(stem: str, problems: dict[str, Path]) -> str | None:
     return base if "__" in stem and base in problems else None
 
 
-def read_results(path: Path, key: str = "solution") -> dict[str, dict[str, Any]]:
-    """Results already written, by ``key`` (the solution; the audit: the problem); a partial (interrupted)
-    last line is cut off the file."""
-    done: dict[str, dict[str, Any]] = {}
-    if not path.exists():
-        return done
-    data = path.read_bytes()
-    good_end = 0
-    offset = 0
-    for raw in data.splitlines(keepends=True):
-        offset += len(raw)
-        complete = raw.endswith(b"\n")
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            if not complete:
-                break  # the interrupted last line
-            print(f"warning: {path}: skipping a malformed line", file=sys.stderr)
-            good_end = offset
-            continue
-        if not complete:
-            break
-        good_end = offset
-        if isinstance(record, dict) and key in record:
-            done[record[key]] = record
-    if good_end < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(good_end)
-    return done
-
-
-def append_line(f, record: dict[str, Any]) -> None:
-    f.write(json.dumps(record, default=str) + "\n")
-    f.flush()
-    os.fsync(f.fileno())
-
-
-def _progress(total: int, initial: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, disable=not enabled, unit="sol", dynamic_ncols=True)
-
-
 def check_inputs(problems: dict[str, Path], items: list[Item], unmatched: list[str], cfg: BatchConfig):
     """A ``ValueError`` (one line) when there is nothing to judge: a batch never "succeeds" on nothing."""
     form = "<problem>.py, <problem>__<variant>.py or a <problem>/ workspace with model_new.py"
@@ -142,12 +103,11 @@ def run_batch(cfg: BatchConfig) -> dict[str, Any]:
         print(f"warning: solution {name} matches no problem in {cfg.problems_dir}", file=sys.stderr)
     if not cfg.resume and results_path.exists():
         results_path.unlink()
-    done = read_results(results_path)
+    todo, inputs = plan_items(items, results_path)
     keys = {i.key for i in items}
-    todo = [i for i in items if i.key not in done]
     errors: list[str] = []
     if todo:
-        errors = _evaluate_all(cfg, todo, results_path, len(items) - len(todo))
+        errors = _evaluate_all(cfg, todo, results_path, len(items) - len(todo), inputs)
     results = [r for k, r in read_results(results_path).items() if k in keys]
     summary = summarize(results, problems)
     summary["errors"] = errors
@@ -166,9 +126,21 @@ def run_batch(cfg: BatchConfig) -> dict[str, Any]:
     return summary
 
 
-def _evaluate_all(cfg: BatchConfig, todo: list[Item], results_path: Path, initial: int) -> list[str]:
+def plan_items(items: list[Item], results_path: Path) -> tuple[list[Item], dict[str, dict | None]]:
+    """(the items to judge, every item's input hashes): an item is skipped only when its record was written
+    for the same solution and reference contents; the records of those judged again are dropped first."""
+    inputs = {i.key: input_hashes(i.problem_path, i.solution_path) for i in items}
+    plan = resume_results(results_path, inputs)
+    if plan.changed or plan.unchanged:  # a rerun: say what it does with what is already there
+        print(plan.line())
+    return [i for i in items if i.key in plan.todo], inputs
+
+
+def _evaluate_all(
+    cfg: BatchConfig, todo: list[Item], results_path: Path, initial: int, inputs: dict[str, dict | None]
+) -> list[str]:
     errors: list[str] = []
-    bar = _progress(initial + len(todo), initial, cfg.progress)
+    bar = VerdictProgress(initial + len(todo), initial, cfg.progress)
     client = SandboxClient(cfg.sandbox, cfg.judge)
     try:
         client.start()
@@ -183,16 +155,15 @@ def _evaluate_all(cfg: BatchConfig, todo: list[Item], results_path: Path, initia
                         pending[_submit(client, item)] = item
                     except (OSError, ValueError) as exc:
                         errors.append(f"{item.key}: {exc}")
-                        bar.update(1)
+                        bar.skipped()
                 if not pending:
                     continue
                 finished, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in finished:
                     item = pending.pop(future)
                     result = future.result()  # every request ends in a verdict (SandboxError: none can)
-                    append_line(f, result)
-                    bar.set_postfix_str(f"{item.key}: {result['status']}", refresh=False)
-                    bar.update(1)
+                    append_line(f, result, inputs[item.key])
+                    bar.landed(item.key, result)
     except KeyboardInterrupt:
         print(f"\ninterrupted: results so far are in {results_path}; run again to resume", file=sys.stderr)
         raise

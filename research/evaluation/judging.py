@@ -7,8 +7,10 @@ Layout under ``out_dir`` (the same one ``python -m kernels_env batch`` reads, pe
     solutions.jsonl                           what each solution file is (record id, source, claims, ...)
     results.jsonl                             one verdict per solution + its key/level/source/claims
 
-``results.jsonl`` is appended as verdicts land (flushed, fsynced); a rerun skips keys already in it and cuts
-a torn last line first, so an interrupted judge resumes.
+``results.jsonl`` is the sandbox's resumable results file (``kernels_env.client.resume_results``): appended
+as verdicts land (flushed, fsynced, each printed), keyed by solution key and the content hashes of the
+solution and the problem file. A rerun cuts a torn last line, skips what is unchanged and judges again what
+was edited (its old line dropped), so an interrupted judge resumes and an edited set is not stale.
 """
 
 from __future__ import annotations
@@ -20,7 +22,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernels_env.client import BrokenReference, JudgeConfig, SandboxClient, SandboxConfig
+from kernels_env.client import (
+    BrokenReference,
+    JudgeConfig,
+    SandboxClient,
+    SandboxConfig,
+    VerdictProgress,
+    append_line,
+    input_hashes,
+    resume_results,
+)
+from kernels_env.client import read_results as _read_results
 
 from .solution_sets import Solution, SolutionSet
 
@@ -49,23 +61,7 @@ def materialise(sset: SolutionSet, out_dir: str | Path) -> dict[str, Path]:
 
 def read_results(path: str | Path) -> dict[str, dict[str, Any]]:
     """Results by solution key; a torn last line (an interrupted write) is cut off the file."""
-    path = Path(path)
-    if not path.is_file():
-        return {}
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        data = data[: data.rfind(b"\n") + 1]
-        path.write_bytes(data)
-    done = {}
-    for n, line in enumerate(data.decode().splitlines(), 1):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            print(f"warning: {path} line {n} is not JSON; skipped", file=sys.stderr)
-            continue
-        if isinstance(rec, dict) and "key" in rec:
-            done[rec["key"]] = rec
-    return done
+    return _read_results(Path(path), key="key")
 
 
 def _record(s: Solution, verdict: dict[str, Any]) -> dict[str, Any]:
@@ -91,30 +87,31 @@ def judge_solutions(
     progress: bool = True,
     client: SandboxClient | None = None,
 ) -> list[dict[str, Any]]:
-    """Judge every solution not yet in ``out_dir/results.jsonl``; returns the results of this set."""
+    """Judge every solution of the set without a result in ``out_dir/results.jsonl`` for its current code and
+    problem file; returns the results of this set."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = materialise(sset, out)
     results_path = out / RESULTS
     if not resume:
         results_path.unlink(missing_ok=True)
-    done = read_results(results_path)
-    todo = [s for s in sset.solutions if s.key not in done]
+    inputs = {s.key: input_hashes(s.problem.path, paths[s.key]) for s in sset.solutions}
+    plan = resume_results(results_path, inputs, key="key")
+    if plan.changed or plan.unchanged:
+        print(plan.line())
+    todo = [s for s in sset.solutions if s.key in plan.todo]
     if todo:
-        _judge(todo, paths, results_path, sandbox, judge, max_in_flight, progress, client, len(done))
+        initial = len(sset.solutions) - len(todo)
+        _judge(todo, paths, inputs, results_path, sandbox, judge, max_in_flight, progress, client, initial)
     final = read_results(results_path)
     return [final[s.key] for s in sset.solutions if s.key in final]
 
 
-def _judge(todo, paths, results_path, sandbox, judge, max_in_flight, progress, client, initial) -> None:
-    from tqdm.auto import tqdm
-
+def _judge(todo, paths, inputs, results_path, sandbox, judge, max_in_flight, progress, client, initial):
     own = client is None
     client = client or SandboxClient(sandbox, judge)
     limit = max_in_flight or sandbox.default_in_flight()
-    bar = tqdm(
-        total=initial + len(todo), initial=initial, disable=not progress, unit="sol", dynamic_ncols=True
-    )
+    bar = VerdictProgress(initial + len(todo), initial, progress)
     queue, pending = list(todo), {}
     try:
         with open(results_path, "a") as f:
@@ -144,11 +141,8 @@ def _judge(todo, paths, results_path, sandbox, judge, max_in_flight, progress, c
                             "speedups": {},
                             "timings": None,
                         }
-                    f.write(json.dumps(_record(s, verdict), default=str) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-                    bar.set_postfix_str(f"{s.key}: {verdict['status']}", refresh=False)
-                    bar.update(1)
+                    append_line(f, _record(s, verdict), inputs[s.key])
+                    bar.landed(f"{s.key}.py", verdict)
     except KeyboardInterrupt:
         print(f"\ninterrupted: results so far are in {results_path}; run again to resume", file=sys.stderr)
         raise

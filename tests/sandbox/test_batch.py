@@ -128,3 +128,146 @@ def test_read_results_tolerates_garbage(tmp_path):
     done = batch.read_results(path)
     assert set(done) == {"a", "b"}
     assert path.read_text().endswith('{"solution": "b"}\n'), "the partial last line is cut off"
+
+
+# --- resuming after edits (issue 29 item 2) and a line per verdict (item 3) ------------------------------
+
+
+class ReadingClient(FakeClient):
+    """A fake judge whose verdict depends on what it reads: a solution or reference saying "bug" is incorrect,
+    one saying "forbidden" is rejected; so a stale verdict kept for an edited file shows."""
+
+    def submit(self, reference, solution, judge=None, *, problem, solution_name):
+        from pathlib import Path
+
+        sol = Path(solution)
+        files = sorted(p for p in sol.rglob("*") if p.is_file()) if sol.is_dir() else [sol]
+        texts = [p.read_text() for p in files]
+        text = "\n".join(texts) + Path(reference).read_text()
+        self.calls.append(solution_name)
+        status = "incorrect" if "bug" in text else "rejected" if "forbidden" in text else "correct"
+        f = concurrent.futures.Future()
+        f.set_result(
+            {
+                "problem": problem,
+                "solution": solution_name,
+                "status": status,
+                "check": "forbidden_op" if status == "rejected" else None,
+                "reward": {"correct": 1.0}.get(status, -1.0),
+                "speedups": {"eager": 2.0} if status == "correct" else {},
+                "timings": {"comparable": True} if status == "correct" else None,
+            }
+        )
+        return f
+
+
+def _cfg(problems, solutions, out, **kw):
+    kw = {"progress": False, "plot": False, "max_in_flight": 1, **kw}
+    return BatchConfig(problems_dir=str(problems), solutions_dir=str(solutions), out_dir=str(out), **kw)
+
+
+def _records(out):
+    return [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+
+
+def test_plan_resume_keys_records_by_name_and_input_hashes():
+    from kernels_env.rules.results_file import INPUTS, plan_resume
+
+    h = {"reference": "r1", "solution": "s1"}
+    done = {
+        "same": {"solution": "same", INPUTS: dict(h)},
+        "edited": {"solution": "edited", INPUTS: {**h, "solution": "s0"}},
+        "ref_edited": {"solution": "ref_edited", INPUTS: {**h, "reference": "r0"}},
+        "old": {"solution": "old"},  # written before hashes were recorded
+        "unreadable": {"solution": "unreadable", INPUTS: dict(h)},
+        "gone": {"solution": "gone", INPUTS: dict(h)},  # no longer in the directory: left alone
+    }
+    names = ["fresh", "same", "edited", "ref_edited", "old", "unreadable"]
+    inputs = {n: (None if n == "unreadable" else dict(h)) for n in names}
+    plan = plan_resume(inputs, done)
+    assert plan.new == ["fresh"] and plan.unchanged == ["same"]
+    assert plan.changed == ["edited", "ref_edited", "old", "unreadable"] and plan.unhashed == ["old"]
+    assert plan.todo == {"fresh", "edited", "ref_edited", "old", "unreadable"}
+    assert plan.line().startswith("1 unchanged, skipped; 4 re-judged; 1 new (1 re-judged because")
+
+
+def test_an_edited_solution_or_reference_is_judged_again_in_place(dirs, monkeypatch, capsys):
+    """Before: a fixed solution rerun into the same out dir kept its old verdict (resume matched names)."""
+    problems, solutions, out = dirs
+    monkeypatch.setattr(batch, "SandboxClient", ReadingClient)
+    (solutions / "1_relu.py").write_text("# a bug\n")
+    (solutions / "3_sum" / "kernels" / "k.cu").write_text("// forbidden\n")
+    batch.run_batch(_cfg(problems, solutions, out))
+    first = {r["solution"]: r["status"] for r in _records(out)}
+    assert first["1_relu.py"] == "incorrect" and first["3_sum"] == "rejected" and len(first) == 5
+    capsys.readouterr()
+
+    before, started = (out / "results.jsonl").read_bytes(), len(FakeClient.instances)
+    batch.run_batch(_cfg(problems, solutions, out))  # nothing changed: nothing judged, the file untouched
+    assert len(FakeClient.instances) == started and (out / "results.jsonl").read_bytes() == before
+    assert "5 unchanged, skipped; 0 re-judged; 0 new" in capsys.readouterr().out
+
+    (solutions / "1_relu.py").write_text("# fixed\n")  # the fix
+    (solutions / "3_sum" / "kernels" / "k.cu").write_text("// fine now\n")  # a workspace's other file
+    (problems / "10_matmul.py").write_text("# problem with a bug\n")  # the reference changed
+    (solutions / "2_softmax__x__y.py").unlink()
+    batch.run_batch(_cfg(problems, solutions, out))
+    assert len(FakeClient.instances) == started + 1
+    assert sorted(FakeClient.instances[-1].calls) == ["10_matmul__a.py", "1_relu.py", "3_sum"]
+    assert "1 unchanged, skipped; 3 re-judged; 0 new" in capsys.readouterr().out
+    records = _records(out)
+    names = [r["solution"] for r in records]
+    assert len(names) == len(set(names)) == 5, "one record per solution (the removed one's is kept)"
+    final = {r["solution"]: r["status"] for r in records}
+    assert final == {
+        "1_relu.py": "correct",
+        "1_relu__triton.py": "correct",
+        "2_softmax__x__y.py": "correct",
+        "3_sum": "correct",
+        "10_matmul__a.py": "incorrect",
+    }
+    assert all(set(r["inputs_sha256"]) == {"reference", "solution"} for r in records)
+
+
+def test_results_without_input_hashes_are_judged_again_and_said_so(dirs, monkeypatch, capsys):
+    problems, solutions, out = dirs
+    monkeypatch.setattr(batch, "SandboxClient", ReadingClient)
+    out.mkdir()
+    old = {"problem": "1_relu", "solution": "1_relu.py", "status": "incorrect", "reward": -1.0}
+    (out / "results.jsonl").write_text(json.dumps(old) + "\nnot json\n")  # an older version's file
+    batch.run_batch(_cfg(problems, solutions, out))
+    printed = capsys.readouterr().out
+    assert "0 unchanged, skipped; 1 re-judged; 4 new (1 re-judged because their results were" in printed
+    assert sorted(FakeClient.instances[-1].calls) == sorted(
+        ["1_relu.py", "1_relu__triton.py", "2_softmax__x__y.py", "3_sum", "10_matmul__a.py"]
+    )
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert lines[0] == "not json", "lines of no solution are kept as they were"
+    assert [json.loads(x)["solution"] for x in lines[1:]].count("1_relu.py") == 1
+
+
+def test_drop_records_rewrites_atomically_and_keeps_other_lines(tmp_path):
+    from kernels_env.rules.results_file import drop_records
+
+    path = tmp_path / "r.jsonl"
+    text = '{"solution": "a", "v": 1}\nnot json\n{"solution": "b"}\n{"solution": "a", "v": 2}\n[1]\n'
+    path.write_text(text)
+    drop_records(path, {"a"})
+    assert path.read_text() == 'not json\n{"solution": "b"}\n[1]\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["r.jsonl"], "no temporary file left behind"
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_each_verdict_is_printed_as_it_lands(dirs, monkeypatch, capsys, progress):
+    """Before: no line per solution (only a bar's postfix, and nothing at all without a bar)."""
+    problems, solutions, out = dirs
+    monkeypatch.setattr(batch, "SandboxClient", ReadingClient)
+    (solutions / "1_relu__triton.py").write_text("# forbidden\n")
+    (solutions / "10_matmul__a.py").write_text("# bug\n")
+    batch.run_batch(_cfg(problems, solutions, out, progress=progress))
+    lines = capsys.readouterr().out.splitlines()
+    assert "1_relu__triton.py: rejected (forbidden_op), reward -1" in lines
+    assert "10_matmul__a.py: incorrect, reward -1" in lines
+    assert "1_relu.py: correct, reward 1, speedup eager 2.00x" in lines
+    verdicts = [x for x in lines if x.split(":")[0] in {r["solution"] for r in _records(out)}]
+    assert len(verdicts) == 5

@@ -98,6 +98,7 @@ def test_batch_killed_then_resumed(tmp_path, cache_dir):
     proc.wait()
     partial = out_file.read_text().count("\n")
     assert 1 <= partial < 4
+    judged_first = {json.loads(line)["solution"] for line in out_file.read_text().splitlines()}
     with open(out_file, "a") as f:
         f.write('{"solution": "1_relu__slow.py", "stat')  # as if killed in the middle of a write
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -116,3 +117,16 @@ def test_batch_killed_then_resumed(tmp_path, cache_dir):
     assert summary["problems_without_solution"] == ["2_other"]
     assert summary["fast_p"]["eager"]["0"] == 0.25  # 1_relu: 2 of 4 correct (0.5); 2_other missing (0)
     assert "fast_1.5" in out.stdout and (out_file.parent / "run.speedups.png").exists()
+    # each verdict is printed as it lands (no progress bar here), and only what was left was judged
+    landed = {line.split(": ", 1)[0] for line in out.stdout.splitlines() if line.startswith("1_relu")}
+    assert landed == set(by_name) - judged_first
+    assert f"{partial} unchanged, skipped; 0 re-judged; {4 - partial} new" in out.stdout
+    # a fixed solution rerun into the same file is judged again, in place of its old line
+    (solutions / "1_relu__wrong.py").write_text(src(RELU_TRITON))
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "3 unchanged, skipped; 1 re-judged; 0 new" in out.stdout
+    assert "1_relu__wrong.py: correct, reward" in out.stdout
+    records = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert {r["solution"]: r["status"] for r in records} == {**by_name, "1_relu__wrong.py": "correct"}
+    assert len(records) == 4
