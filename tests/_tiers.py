@@ -10,7 +10,8 @@ Markers (pyproject.toml):
   run), marked by hand next to the test.
 - ``gpu``: needs a CUDA device (skipped without one).
 
-`make test` runs ``not (integration or e2e or slow or gpu)``; `make test-all` runs everything (what CI runs).
+`make test` runs the fast tier (the Makefile's FAST_TIER: none of the four); `make test-all` runs everything
+(what CI runs).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import fnmatch
 import os
 
 import pytest
-
-FAST_TIER = "not (integration or e2e or slow or gpu)"
 
 # Fixtures that start sandbox workers (a SandboxClient), a subprocess or a multi-device JAX process.
 INTEGRATION_FIXTURES = frozenset(
