@@ -41,13 +41,13 @@ from .rules.result import (
     new_result,
 )
 from .rules.rewards import REWARDS, get_reward
-from .rules.summary import summarize
+from .rules.summary import format_pass_rate, problem_set, read_batch_summary, summarize
 from .runtime.fleet import make_fleet
 from .runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
 
 # The config dataclasses, the reward registry, the statuses that carry no verdict on the candidate and the
-# KernelBench-style summary of many verdicts are part of the client API (research may import only the
-# client, rules.messages and session).
+# KernelBench-style summary of many verdicts (and the batch summary a results file has beside it, with its
+# problem set) are part of the client API (research may import only the client, rules.messages and session).
 __all__ = [
     "INCORRECT",
     "NO_VERDICT",
@@ -59,7 +59,10 @@ __all__ = [
     "SandboxError",
     "TimingConfig",
     "failure_reward",
+    "format_pass_rate",
     "get_reward",
+    "problem_set",
+    "read_batch_summary",
     "summarize",
 ]
 

@@ -4,7 +4,8 @@ Solutions map to problems by file stem: ``<problem>.py``, ``<problem>__<variant>
 directory ``<problem>/`` (or ``<problem>__<variant>/``) holding ``model_new.py``. Results are appended to a
 JSONL file as they finish (flushed and fsynced), so an interrupted batch resumes where it stopped: solutions
 already in the file are skipped and a partial last line is dropped. The summary
-(``kernels_env.rules.summary``) is printed, saved as JSON, and plotted.
+(``kernels_env.rules.summary``) is printed, saved as JSON (with the full problem set, so reports over the
+run count problems without a solution as failed), and plotted.
 """
 
 from __future__ import annotations
@@ -153,6 +154,8 @@ def run_batch(cfg: BatchConfig) -> dict[str, Any]:
     summary["errors"] = errors
     summary["unmatched_solutions"] = unmatched
     summary["results_file"] = str(results_path)
+    # With "problems" (every problem found, solved or not), reports over this run score the same problem set.
+    summary["problems_dir"], summary["solutions_dir"] = str(cfg.problems_dir), str(cfg.solutions_dir)
     summary_path = out_dir / cfg.summary_name
     tmp = summary_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(summary, indent=2, default=str))
