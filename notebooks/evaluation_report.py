@@ -43,9 +43,7 @@ def fail(message: str) -> None:
 def newest_run(base: Path) -> Path:
     runs = sorted(p.parent for p in base.glob("*/*/results.jsonl"))
     if not runs:
-        fail(
-            f"no results.jsonl under {base}: run `make examples` first, or pass a run directory or results file"
-        )
+        fail(f"no results.jsonl under {base}: run `make examples` first, or pass a run directory or file")
     return runs[-1]
 
 
@@ -118,7 +116,8 @@ for i, mode in enumerate(modes):
     if any(v is None for v in curve):
         print(f"{mode}: timings not comparable (CPU mode): no fast_p curve")
         continue
-    ax.step(ps, curve, where="post", label=f"{mode}, {summary['pass_rate']['labels']['per_problem_mean']}")
+    label = f"{mode}, {summary['pass_rate']['labels']['per_problem_mean']}"
+    ax.step(ps, curve, where="post", color=f"C{i}", label=label)
     if several:
         best = fast_p_curve(results, problems, mode, ps, best=True)
         label = f"{mode}, {summary['pass_rate']['labels']['per_problem_best_of']}"

@@ -163,7 +163,8 @@ def format_pass_rate(rate: Mapping[str, Any]) -> str:
     lab = rate["labels"]
     head = f"pass rate over {rate['problems']} problems (each weighs 1"
     if rate["without_solution"]:
-        head += f"; {rate['without_solution']} without a solution count as failed"
+        n = rate["without_solution"]
+        head += f"; {n} without a solution {'counts' if n == 1 else 'count'} as failed"
     if rate["unverified"]:
         head += f"; {rate['unverified']} with only not_run solutions left out"
     lines = [head + "):", f"  {pct(rate['per_problem_mean']):>6}  {lab['per_problem_mean']}"]

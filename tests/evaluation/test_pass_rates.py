@@ -55,7 +55,7 @@ PER_SOLUTION = 4 / 7  # 4 of the 7 solutions are correct: 57.1%
 FASTER_EAGER = (1 / 2 + 1 + 0 + 0 + 2 / 3) / 5  # >5% faster: 2.0, 1.5, 1.1, 3.0 (every correct one)
 FASTER_COMPILE = (1 / 2 + 0 + 0 + 0 + 1 / 3) / 5  # 1.2 and 2.5 (0.9 slower, 1.02 not >5%)
 EXPECTED_LINES = [
-    "pass rate over 5 problems (each weighs 1; 1 without a solution count as failed):",
+    "pass rate over 5 problems (each weighs 1; 1 without a solution counts as failed):",
     "   43.3%  per problem, mean of 1-3",
     "   60.0%  per problem, best of 1-3",
     "   57.1%  per solution (4 of 7 judged solutions correct)",
