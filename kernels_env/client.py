@@ -42,13 +42,14 @@ from .rules.result import (
 )
 from .rules.results_file import VerdictProgress, append_line, read_results, resume_results
 from .rules.rewards import REWARDS, get_reward
-from .rules.summary import summarize
+from .rules.summary import format_pass_rate, problem_set, read_batch_summary, summarize
 from .runtime.fleet import make_fleet
 from .runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
 
 # The config dataclasses, the reward registry, the statuses that carry no verdict on the candidate, the
-# KernelBench-style summary of many verdicts and the resumable results file (keyed by name and input hashes)
-# are part of the client API (research may import only the client, rules.messages and session).
+# KernelBench-style summary of many verdicts (and the batch summary a results file has beside it, with its
+# problem set) and the resumable results file (keyed by name and input hashes) are part of the client API
+# (research may import only the client, rules.messages and session).
 __all__ = [
     "INCORRECT",
     "NO_VERDICT",
@@ -62,10 +63,13 @@ __all__ = [
     "VerdictProgress",
     "append_line",
     "failure_reward",
+    "format_pass_rate",
     "get_reward",
     "input_hashes",
     "read_results",
     "resume_results",
+    "problem_set",
+    "read_batch_summary",
     "summarize",
 ]
 

@@ -5,7 +5,8 @@ directory ``<problem>/`` (or ``<problem>__<variant>/``) holding ``model_new.py``
 JSONL file as they finish (``kernels_env.rules.results_file``), each verdict printed as it lands, so an
 interrupted batch resumes where it stopped: solutions whose file (or workspace) and reference are unchanged
 are skipped, edited ones judged again in place of their old line, and a partial last line is dropped. The
-summary (``kernels_env.rules.summary``) is printed, saved as JSON, and plotted.
+summary (``kernels_env.rules.summary``) is printed, saved as JSON (with the full problem set, so reports over
+the run count problems without a solution as failed), and plotted.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ def run_batch(cfg: BatchConfig) -> dict[str, Any]:
     summary["errors"] = errors
     summary["unmatched_solutions"] = unmatched
     summary["results_file"] = str(results_path)
+    # With "problems" (every problem found, solved or not), reports over this run score the same problem set.
+    summary["problems_dir"], summary["solutions_dir"] = str(cfg.problems_dir), str(cfg.solutions_dir)
     summary_path = out_dir / cfg.summary_name
     tmp = summary_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(summary, indent=2, default=str))

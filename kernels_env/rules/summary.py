@@ -1,10 +1,13 @@
 """KernelBench-style summary of many results: fast_p, shares faster than each baseline, geomean and median
-speedups, status counts; plus the speedup plot.
+speedups, status counts, the pass rates; plus the speedup plot. The one place a run is scored (docs/sandbox.md
+"How a run is scored"): every report (batch console and summary.json, the notebooks, Table 1, figures)
+takes its numbers from ``summarize`` and prints them with ``format_pass_rate``.
 
 fast_p (KernelBench): the share of ALL problems whose solution is correct AND more than p times faster than
 the baseline; a problem without a result counts as a failure. With several solutions per problem (samples
 ``<stem>__<variant>``), each problem weighs 1 and contributes the mean over its solutions (the expected
-single-sample fast_p); ``best_of`` uses the best solution per problem instead. Faster-than shares use
+single-sample fast_p); ``best_of`` uses the best solution per problem instead. ``pass_rate`` holds fast_0
+both ways plus the share of correct solutions ("per solution"), with their labels. Faster-than shares use
 CUDA Agent's ">5% faster" rule. Geomean and median speedups are over correct solutions with a speedup.
 ``not_run`` results (CPU mode: compiled, never executed) are unverified: they are left out of every share, and
 a problem whose solutions are all ``not_run`` leaves the denominator (listed as ``problems_unverified``).
@@ -19,10 +22,13 @@ apart (``no_verdict``: how many, on which problems) next to the candidates' own 
 from __future__ import annotations
 
 import functools
+import json
 import math
+import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from .result import FAILURES, JUDGE_ERROR, REFERENCE_ERROR
@@ -73,6 +79,7 @@ def summarize(results: list[Mapping[str, Any]], problems: Iterable[str]) -> dict
     out: dict[str, Any] = {
         "num_problems": len(problems),
         "num_solutions": sum(counts.values()),
+        "problems": sorted([*problems, *unverified], key=_natural),  # the problem set, recorded for reports
         "problems_without_solution": sorted(p for p in problems if p not in per_problem),
         "problems_unverified": unverified,
         "status_counts": dict(counts),
@@ -86,6 +93,7 @@ def summarize(results: list[Mapping[str, Any]], problems: Iterable[str]) -> dict
         "geomean_speedup": {},
         "median_speedup": {},
         "mean_reward": _mean([r["reward"] for r in results if r.get("reward") is not None]),
+        "pass_rate": _pass_rate(per_problem, problems, results, len(unverified)),
     }
     for mode in modes or ["eager"]:
         for key, best in (("fast_p", False), ("fast_p_best_of", True)):
@@ -118,6 +126,91 @@ def fast_p_curve(
         if r["status"] != "not_run":
             per_problem[r["problem"]].append(r)
     return [_share(per_problem, problems, functools.partial(_fast, p=p, mode=mode), best) for p in ps]
+
+
+def _pass_rate(
+    per_problem: Mapping[str, list], problems: list[str], results: list, unverified: int
+) -> dict[str, Any]:
+    """fast_0 per problem (mean over its solutions and best of them; each problem weighs 1, one without a
+    solution scores 0) and per solution (correct / judged solutions), with the labels every report prints."""
+    correct = functools.partial(_fast, p=0.0, mode="eager")  # p = 0: never None
+    sizes = [len(per_problem[p]) for p in problems if per_problem.get(p)]
+    lo, hi = (min(sizes), max(sizes)) if sizes else (0, 0)
+    n = str(hi) if lo == hi else f"{lo}-{hi}"
+    right = sum(r["status"] == "correct" for r in results)
+    return {
+        "problems": len(problems),
+        "without_solution": sum(1 for p in problems if not per_problem.get(p)),
+        "unverified": unverified,
+        "solutions": len(results),
+        "correct_solutions": right,
+        "solutions_per_problem": [lo, hi],
+        "per_problem_mean": _share(per_problem, problems, correct, False),
+        "per_problem_best_of": _share(per_problem, problems, correct, True),
+        "per_solution": right / len(results) if results else None,
+        "labels": {
+            "per_problem_mean": f"per problem, mean of {n}",
+            "per_problem_best_of": f"per problem, best of {n}",
+            "per_solution": "per solution",
+        },
+    }
+
+
+def format_pass_rate(rate: Mapping[str, Any]) -> str:
+    """The pass rates of ``summarize(...)["pass_rate"]`` as every report prints them (best-of only when some
+    problem has more than one solution: otherwise it is the mean)."""
+    pct = lambda v: "n/a" if v is None else f"{v:.1%}"  # noqa: E731
+    lab = rate["labels"]
+    head = f"pass rate over {rate['problems']} problems (each weighs 1"
+    if rate["without_solution"]:
+        n = rate["without_solution"]
+        head += f"; {n} without a solution {'counts' if n == 1 else 'count'} as failed"
+    if rate["unverified"]:
+        head += f"; {rate['unverified']} with only not_run solutions left out"
+    lines = [head + "):", f"  {pct(rate['per_problem_mean']):>6}  {lab['per_problem_mean']}"]
+    if rate["solutions_per_problem"][1] > 1:
+        lines.append(f"  {pct(rate['per_problem_best_of']):>6}  {lab['per_problem_best_of']}")
+    lines.append(
+        f"  {pct(rate['per_solution']):>6}  {lab['per_solution']} "
+        f"({rate['correct_solutions']} of {rate['solutions']} judged solutions correct)"
+    )
+    return "\n".join(lines)
+
+
+def read_batch_summary(results_path: str | Path) -> tuple[Path, dict[str, Any]] | None:
+    """(path, summary) a batch wrote beside its results file: ``<stem>.summary.json`` (``kernels_env batch
+    --out runs/x.jsonl``) or ``summary.json`` (``experiments.evaluate``'s run directory). None when there is
+    none, it is not a batch summary (an agent run's summary.json) or it names another results file."""
+    path = Path(results_path)
+    for cand in (path.with_name(f"{path.stem}.summary.json"), path.with_name("summary.json")):
+        try:
+            data = json.loads(cand.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or "problems_without_solution" not in data:
+            continue
+        if data.get("results_file") and Path(data["results_file"]).name != path.name:
+            continue
+        return cand, data
+    return None
+
+
+def problem_set(summary: Mapping[str, Any] | None, results: list[Mapping[str, Any]]) -> list[str]:
+    """Every problem of a batch's problem set, those without a solution included: what the batch recorded
+    (``problems``; a summary written before it was recorded: the results' problems plus those it listed
+    without a solution or unverified); without a summary, only the results' problems."""
+    found = {str(r["problem"]) for r in results}
+    if summary:
+        if summary.get("problems") is not None:
+            found |= set(summary["problems"])
+        else:
+            found |= set(summary.get("problems_without_solution") or ())
+            found |= set(summary.get("problems_unverified") or ())
+    return sorted(found, key=_natural)
+
+
+def _natural(name: str) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 def _no_verdict(results: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -179,8 +272,13 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     if not summary["comparable"]:
         why = summary.get("timings_missing") or "not comparable"
         lines.append(f"timings:  {why}: speed metrics n/a; fast_0 is the correctness rate")
+    rate = summary.get("pass_rate")
+    if rate:
+        lines.append(format_pass_rate(rate))
     header = f"{'baseline':<14}" + "".join(f"{'fast_' + p:>10}" for p in map(_p, P_VALUES))
     header += f"{'faster':>9}{'geomean':>9}{'median':>9}"
+    if rate:
+        lines.append(f"fast_p and faster, {rate['labels']['per_problem_mean']}:")
     lines.append(header)
     for mode, fp in summary["fast_p"].items():
         geo, med = summary["geomean_speedup"][mode], summary["median_speedup"][mode]
@@ -188,6 +286,10 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         row += f"{fmt(summary['faster_than'][mode]):>9}"
         row += f"{'n/a' if geo is None else f'{geo:.2f}x':>9}{'n/a' if med is None else f'{med:.2f}x':>9}"
         lines.append(row)
+    if rate and rate["solutions_per_problem"][1] > 1:
+        lines.append(f"fast_p, {rate['labels']['per_problem_best_of']}:")
+        for mode, fp in summary["fast_p_best_of"].items():
+            lines.append(f"{mode:<14}" + "".join(f"{fmt(v):>10}" for v in fp.values()))
     if summary.get("mean_reward") is not None:
         lines.append(f"mean reward: {summary['mean_reward']:.3f}")
     return "\n".join(lines)
@@ -211,6 +313,7 @@ def plot(results: list[Mapping[str, Any]], summary: Mapping[str, Any], path: str
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(7, 4))
     modes = [m for m, g in summary["geomean_speedup"].items() if g is not None]
@@ -235,6 +338,7 @@ def plot(results: list[Mapping[str, Any]], summary: Mapping[str, Any], path: str
     else:
         counts = summary["status_counts"]
         ax.bar(list(counts), list(counts.values()), color="tab:blue")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts
         ax.set_ylabel("solutions")
         ax.set_title(f"verdicts ({summary.get('timings_missing') or 'timings not comparable'}: no speedups)")
     fig.tight_layout()

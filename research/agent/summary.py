@@ -2,7 +2,10 @@
 faster" as in CUDA Agent's reward), geometric-mean speedups over correct solutions only.
 
 The arithmetic is the sandbox's own KernelBench-style summary (``kernels_env.client.summarize``: fast_p,
-faster-than shares, geomeans), applied to each level's episode results; this module only picks its columns.
+faster-than shares, geomeans, pass rates), applied to each level's episode results; this module only picks
+its columns. ``pass_rate`` is the summary's "per problem, mean" pass rate; ``pass_rates`` holds all three,
+labelled (docs/sandbox.md "How a run is scored"). A row marked ``missing`` (a task of the set without a
+result: ``research.evaluation.table1.missing_tasks``) is a task that counts as failed, never a solution.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from kernels_env.client import summarize
+from kernels_env.client import format_pass_rate, summarize
+
+MISSING = "missing"  # marks a row standing for a task without a result (it has no solution to count)
 
 
 def _verdict(i: int, r: dict[str, Any]) -> dict[str, Any]:
@@ -29,20 +34,25 @@ MODES = ("eager", "compile")
 
 def _row(results: list[dict[str, Any]], modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     verdicts = [_verdict(i, r) for i, r in enumerate(results)]
-    s = summarize(verdicts, [v["problem"] for v in verdicts])
-    pass_rate = next(iter(s["fast_p"].values()), {}).get("0") if results else None
-    # "tasks": distinct tasks, the shares' denominator (a task with several results weighs 1); "results": all
+    judged = [v for v, r in zip(verdicts, results) if not r.get(MISSING)]
+    s = summarize(judged, [v["problem"] for v in verdicts])
+    rates = s["pass_rate"]
+    # "tasks": distinct tasks, the shares' denominator (a task with several results weighs 1; tasks whose
+    # results are all not_run leave it); "results": all rows
     row: dict[str, Any] = {
-        "tasks": len({v["problem"] for v in verdicts}),
+        "tasks": s["num_problems"],
         "results": len(results),
-        "pass_rate": pass_rate,
+        "pass_rate": rates["per_problem_mean"],
+        "pass_rate_best_of": rates["per_problem_best_of"],
+        "pass_rate_per_solution": rates["per_solution"],
+        "pass_rates": rates,
         "comparable": s["comparable"],
     }
     for mode in modes:
         row[f"faster_than_{mode}"] = s["faster_than"].get(mode) if s["comparable"] else None
         row[f"geomean_vs_{mode}"] = s["geomean_speedup"].get(mode)
     row["mean_reward"] = s["mean_reward"]
-    row["status_counts"] = dict(sorted(s["status_counts"].items()))
+    row["status_counts"] = dict(sorted(Counter(str(v["status"]) for v in verdicts).items()))
     row["end_reasons"] = dict(sorted(Counter(str(r.get("end_reason")) for r in results).items()))
     return row
 
@@ -68,4 +78,5 @@ def format_table1(summary: dict[str, Any]) -> str:
             f"{fmt(row['pass_rate']):>8}{fmt(row['faster_than_eager']):>8}{fmt(row['faster_than_compile']):>9}"
             f"{gm(row['geomean_vs_eager']):>9}{gm(row['geomean_vs_compile']):>9}"
         )
+    lines.append(format_pass_rate(summary["overall"]["pass_rates"]))
     return "\n".join(lines)

@@ -15,14 +15,18 @@ from . import style
 from .ablations import CURVES, ablation_table, collect, curves
 from .audit import read_audit
 from .claims import SURVIVES, claims_table
-from .table1 import load_results, table1_report
+from .table1 import format_table1_report, load_results, run_tasks, table1_report
 
 
 def plot_table1(report: dict[str, Any], stem: str | Path) -> list[Path]:
     """Bars per level: pass rate and faster-than shares (full set; the audited subset hatched)."""
     fig, axes = style.figure()
     ax = axes[0][0]
-    cols = [("pass_rate", "pass")] + [(f"faster_than_{m}", f"> {m}") for m in ("eager", "compile")]
+    rates = report["full"]["overall"]["pass_rates"]
+    cols = [("pass_rate", f"pass, {rates['labels']['per_problem_mean']}")]
+    if rates["solutions_per_problem"][1] > 1:  # else best-of is the mean
+        cols.append(("pass_rate_best_of", f"pass, {rates['labels']['per_problem_best_of']}"))
+    cols += [(f"faster_than_{m}", f"> {m}") for m in ("eager", "compile")]
     tables = [("full", report["full"], None)] + (
         [("audited", report["audited"], "//")] if report["audited"] else []
     )
@@ -75,6 +79,7 @@ def plot_claims(table: dict[str, Any], stem: str | Path) -> list[Path]:
         ax.bar(sources, vals, bottom=bottom, label=cls, color=style.PALETTE[k % len(style.PALETTE)])
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_ylabel("claims")
+    style.integer_ticks(ax)
     ax.set_title("claim outcomes per source")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
     pairs = [r for r in rows if r["measured"] is not None]
@@ -97,15 +102,7 @@ def plot_claims(table: dict[str, Any], stem: str | Path) -> list[Path]:
         sc.set_ylabel("measured speedup")
         sc.legend()
     else:
-        sc.text(
-            0.5,
-            0.5,
-            "no comparable timings\n(CPU mode: correctness only)",
-            ha="center",
-            va="center",
-            transform=sc.transAxes,
-        )
-        sc.set_axis_off()
+        style.note_empty(sc, "no comparable timings\n(CPU mode: correctness only)")
     return style.save(fig, stem)
 
 
@@ -128,11 +125,17 @@ def plot_audit(reports: list[dict[str, Any]], stem: str | Path) -> list[Path]:
             label="any tolerance" if t is None else f"tol {t:g}",
             color=style.PALETTE[k],
         )
-    ax.set_yticks([i + width * (len(tols) - 1) / 2 for i in range(len(names))], names)
-    ax.set_xlabel("problems flagged")
-    ax.legend()
-    status = Counter(r.get("status") for r in reports)
+    if names:
+        ax.set_yticks([i + width * (len(tols) - 1) / 2 for i in range(len(names))], names)
+        ax.set_xlabel("problems flagged")
+        style.integer_ticks(ax, "x")
+        ax.legend()
+    else:
+        style.note_empty(ax, "no problem flagged")
+    status = Counter(str(r.get("status")) for r in reports)
     st.bar(list(status), list(status.values()), color=style.PALETTE[0])
+    st.set_ylabel("problems")
+    style.integer_ticks(st)
     st.set_title(f"{len(reports)} problems audited")
     return style.save(fig, stem)
 
@@ -178,6 +181,8 @@ def plot_curves(curve_data: dict[str, dict[str, list]], stem: str | Path) -> lis
             ax.plot(steps, [sum(r[s] for r in runs) / len(runs) for s in steps], color=color, label=ablation)
         ax.set_title(name.replace("_", " "))
         ax.set_xlabel("step")
+        if not by_ablation:
+            style.note_empty(ax, "not logged by any run")
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4))
@@ -202,7 +207,10 @@ def make_figures(
     audit_obj = read_audit(audit_path) if audit_path else None
     if (run / "results.jsonl").is_file():
         results = load_results(run)
-        made += plot_table1(table1_report(results, audit_obj), out / "table1")
+        # the run's whole problem set (a task without a result counts as failed), as the run's own summary
+        report = table1_report(results, audit_obj, tasks=run_tasks(run, results))
+        print(format_table1_report(report))
+        made += plot_table1(report, out / "table1")
         if any(r.get("claimed") for r in results):
             made += plot_claims(claims_table(results), out / "claims")
     if audit_path:

@@ -60,3 +60,16 @@ def save(fig, path_stem: str | Path) -> list[Path]:
         out.append(path)
     plt.close(fig)
     return out
+
+
+def integer_ticks(ax, axis: str = "y") -> None:
+    """Whole-number ticks on an axis of counts (never 0.5 of a problem)."""
+    from matplotlib.ticker import MaxNLocator
+
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_locator(MaxNLocator(integer=True))
+
+
+def note_empty(ax, text: str) -> None:
+    """An axes with nothing to draw says why instead of showing empty axes."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()

@@ -7,6 +7,8 @@ Result sets: ``python -m kernels_env batch`` / ``experiments.evaluate`` / ``expe
 ``results.jsonl`` (sandbox verdicts) and ``experiments.agent`` ``results.jsonl`` (episode results; their
 labels come from the verdicts in ``trajectories.jsonl`` beside it). The arithmetic is the sandbox's
 (``kernels_env.client.summarize``) through ``research.agent.summary.table1``; nothing is recomputed here.
+Shares are over the run's whole problem set (``run_tasks``: a solution-set run's checkout, or the problem set
+a batch recorded in its summary), so the table of a run agrees with the run's own summary.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kernels_env.client import format_pass_rate, problem_set, read_batch_summary
+from research.agent.summary import MISSING
 from research.agent.summary import table1 as _table1
 
 from .audit import Audit
@@ -84,6 +88,7 @@ def task_row(r: dict[str, Any]) -> dict[str, Any]:
         "speedups": r.get("speedups") or {},
         "comparable": bool((r.get("timings") or {}).get("comparable")),
         "end_reason": None,
+        MISSING: bool(r.get(MISSING)),
     }
 
 
@@ -99,25 +104,41 @@ def missing_tasks(results: list[dict[str, Any]], tasks: list[tuple[int | str, st
     shares are over ALL tasks, so a task without a solution counts as failed (KernelBench, CUDA Agent)."""
     have = {(_level(r), str(r.get("problem"))) for r in results}
     return [
-        {"problem": stem, "level": str(level), "status": "no_solution", "reward": None, "speedups": {}}
+        {
+            "problem": stem,
+            "level": str(level),
+            "status": "no_solution",
+            "reward": None,
+            "speedups": {},
+            MISSING: True,
+        }
         for level, stem in tasks
         if (str(level), stem) not in have
     ]
 
 
-def run_tasks(run_dir: str | Path, results: list[dict[str, Any]]) -> list[tuple[int, str]] | None:
-    """Every task of the checkout a solution-set run (``experiments.solutions``) was matched against, at the
-    levels its results cover: what ``evaluate_solution_set`` counts missing tasks from, so a table drawn from
-    the run's files agrees with the run's own. None: not such a run, or its checkout is gone."""
-    path = Path(run_dir) / "import.json"
+def run_tasks(run: str | Path, results: list[dict[str, Any]]) -> list[tuple[int | str, str]] | None:
+    """Every task of a run (a directory or its results file), so a table drawn from the run's files agrees
+    with the run's own: a solution-set run (``experiments.solutions``): the tasks of the checkout it was
+    matched against, at the levels its results cover (what ``evaluate_solution_set`` counts missing tasks
+    from); a batch run (``experiments.evaluate``, ``kernels_env batch``): the problem set its summary
+    recorded, at its results' level. None: neither (an agent run), or the checkout is gone."""
+    path = Path(run)
+    results_path = path / "results.jsonl" if path.is_dir() else path
     try:
-        root = json.loads(path.read_text()).get("kernelbench")
+        root = json.loads((results_path.parent / "import.json").read_text()).get("kernelbench")
         index = ProblemIndex(root) if root else None
     except (OSError, ValueError, AttributeError, KernelBenchNotFound):
+        index = None
+    if index is not None:
+        return index.tasks_at({_level(r) for r in results})
+    found = read_batch_summary(results_path)
+    if found is None or any(is_agent_result(r) for r in results):
         return None
-    if index is None:
-        return None
-    return index.tasks_at({_level(r) for r in results})
+    levels = {str(r.get("problem")): _level(r) for r in results}
+    only = set(levels.values())
+    default = only.pop() if len(only) == 1 else "all"  # a problem without a result: the run's one level
+    return [(levels.get(p, default), p) for p in problem_set(found[1], results)]
 
 
 def table1_report(
@@ -182,13 +203,21 @@ def format_table1_report(report: dict[str, Any]) -> str:
                 f"\naudited subset ({len(a['excluded'])} degenerate tasks left out at fp32 tolerance "
                 f"{a['tolerance']}; {len(a['not_in_audit'])} not in the audit)"
             )
-        head = f"{'subset':<9}{'tasks':>6}{'pass':>8}" + "".join(f"{'>' + m[:8]:>10}" for m in modes)
-        head += "".join(f"{'gm ' + m[:7]:>11}" for m in modes)
+        rates = table["overall"]["pass_rates"]
+        best = rates["solutions_per_problem"][1] > 1  # else best-of is the mean
+        lab = rates["labels"]
+        lines.append(
+            f"pass: {lab['per_problem_mean']}" + (f"; best: {lab['per_problem_best_of']}" if best else "")
+        )
+        head = f"{'subset':<9}{'tasks':>6}{'pass':>8}" + (f"{'best':>8}" if best else "")
+        head += "".join(f"{'>' + m[:8]:>10}" for m in modes) + "".join(f"{'gm ' + m[:7]:>11}" for m in modes)
         lines.append(head)
         for key, row in [("overall", table["overall"]), *table["levels"].items()]:
             label = key if key in ("overall", "all") else f"L{key}"
             line = f"{label:<9}{row['tasks']:>6}{fmt(row['pass_rate']):>8}"
+            line += f"{fmt(row['pass_rate_best_of']):>8}" if best else ""
             line += "".join(f"{fmt(row[f'faster_than_{m}']):>10}" for m in modes)
             line += "".join(f"{gm(row[f'geomean_vs_{m}']):>11}" for m in modes)
             lines.append(line)
+        lines.append(format_pass_rate(rates))
     return "\n".join(lines)
