@@ -14,7 +14,7 @@ Must never import: jax, flax, optax, orbax, ``models``, ``research``, ``experime
 
 from ._census import Census, KernelLaunch, census_violations, classify_kernel
 from ._checks import ALL_CHECKS, GuardViolation, Violation
-from ._guard import Guard, TimingAudit, load_guard, policy_guard, warm_up_profiler
+from ._guard import Guard, TimingAudit, bitwise_equal, load_guard, policy_guard, warm_up_profiler
 from ._memory import poison_free_cuda_memory, poison_tensor, poisoned_count
 from ._outputs import (
     check_outputs,
@@ -39,6 +39,7 @@ __all__ = [
     "TimingAudit",
     "TorchGlobalState",
     "Violation",
+    "bitwise_equal",
     "census_violations",
     "check_outputs",
     "classify_kernel",

@@ -81,7 +81,7 @@ _CHUNK = 1 << 24  # elements per step: the input-mutation check allocates no tem
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Unchanged: the same bits, or (floats) the same values with NaN in the same places. Compared in chunks
     of the raw words first (equal bits: done; nearly always the case)."""
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -370,7 +370,7 @@ class Guard:
             os_base = self._threads_enter if self.os_threads else None
             self._add(thread_violations(self._threads0, self.classifier, os_base))
         for original, copy in self._input_copies:
-            if not _bitwise_equal(original.detach(), copy):
+            if not bitwise_equal(original.detach(), copy):
                 self.violations.append(
                     Violation(
                         _checks.INPUT_MUTATION,

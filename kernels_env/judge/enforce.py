@@ -40,6 +40,7 @@ from ..guard import (
     Violation,
     _checks,
     _watch,
+    bitwise_equal,
     check_outputs,
     constant_output_violation,
     determinism_violations,
@@ -260,7 +261,7 @@ class RequestGuard:
         for model, params in self._references:
             now = dict(model.named_parameters())
             for name, before in params:
-                if name not in now or not torch.equal(before, now[name].detach()):
+                if name not in now or not bitwise_equal(before, now[name].detach()):
                     return [
                         Violation(
                             _checks.REFERENCE_TAMPERED,
@@ -323,7 +324,9 @@ class RequestGuard:
         found = self._reference_violations("during forward")
         now = {n: b for m, _ in self._references for n, b in m.named_buffers()}
         for name, before in buffers:
-            if name in now and not torch.equal(before, now[name].detach()):
+            # NaN-aware: a train-mode BatchNorm reference run on the nan_inf family holds NaN running stats,
+            # and NaN != NaN must not read as the candidate changing them.
+            if name in now and not bitwise_equal(before, now[name].detach()):
                 found.append(
                     Violation(_checks.REFERENCE_TAMPERED, f"reference buffer {name} changed during forward")
                 )

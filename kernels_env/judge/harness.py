@@ -399,12 +399,26 @@ class _Reference:
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
+        # The judge's own reference calls leave its buffers as they were: a train-mode BatchNorm would
+        # otherwise carry the nan_inf family's NaN running stats (or any family's drift) into later calls.
+        self._buffers = [(name, b.detach().clone()) for name, b in model.named_buffers()]
 
     def __call__(self, inputs: list[Any]) -> Any:
         restore_global_state()
         set_precision(False)
+        try:
+            with torch.no_grad():
+                return self.model(*inputs)
+        finally:
+            self._restore_buffers()
+
+    def _restore_buffers(self) -> None:
+        now = dict(self.model.named_buffers())
         with torch.no_grad():
-            return self.model(*inputs)
+            for name, saved in self._buffers:
+                buf = now.get(name)
+                if buf is not None and buf.shape == saved.shape and buf.dtype == saved.dtype:
+                    buf.copy_(saved)
 
     def float64(self, inputs: list[Any]) -> Any:
         restore_global_state()

@@ -1,0 +1,110 @@
+"""Honest solutions the judge used to reject (issue 31), each at its mechanism, next to the hack the same
+check must still catch. In process: the guard and the judge's RequestGuard on the CPU (Triton interpreted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+from kernels_env.guard import GuardViolation, Integrity, ThreadSnapshot, TorchGlobalState, _checks
+from kernels_env.judge import enforce
+from kernels_env.judge.harness import _Reference
+
+HERE = Path(__file__)
+CPU = torch.device("cpu")
+
+
+@triton.jit
+def _scale_kernel(x_ptr, y_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale, mask=mask)
+
+
+def scale(x: torch.Tensor, factor: float) -> torch.Tensor:
+    y = torch.empty_like(x)
+    _scale_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), factor, BLOCK=256)
+    return y
+
+
+class Candidate(nn.Module):
+    """A custom kernel (the census sees one launch); ``touch`` is what it also does to the reference."""
+
+    def __init__(self, touch=None):
+        super().__init__()
+        self.touch = touch
+
+    def forward(self, x):
+        if self.touch is not None:
+            self.touch()
+        return scale(x, 2.0)
+
+
+@pytest.fixture
+def request_guard(tmp_path):
+    """The run worker's RequestGuard for a request whose candidate is this file (the reference: elsewhere).
+    A factory: the worker's baseline is taken inside the test, where the test tiers' process guard is in place
+    (its os.fork wrapper is then the baseline, not judge code replaced)."""
+    saved = enforce.WORKER
+    reference = tmp_path / "reference.py"
+    reference.write_text("")
+
+    def make() -> enforce.RequestGuard:
+        state, threads = TorchGlobalState.capture(), ThreadSnapshot.capture()
+        enforce.WORKER = enforce.WorkerSnapshot(CPU, Integrity.capture(), state, threads, None)
+        return enforce.RequestGuard("kernelbench", CPU, HERE.parent, reference)
+
+    yield make
+    enforce.WORKER = saved
+
+
+def _train_batchnorm() -> nn.Module:
+    return nn.Sequential(nn.BatchNorm1d(4)).train()
+
+
+def _nan_inputs() -> torch.Tensor:
+    x = torch.rand(8, 4)
+    x[3, 1] = float("nan")  # what the nan_inf family passes: one channel's batch statistics become NaN
+    return x
+
+
+# -- 4: a train-mode BatchNorm reference after the nan_inf family -------------------------------------------
+def test_the_judges_reference_calls_leave_its_buffers_as_they_were():
+    model = _train_batchnorm()
+    before = {n: b.clone() for n, b in model.named_buffers()}
+    out = _Reference(model)([_nan_inputs()])
+    assert torch.isnan(out[:, 1]).all()  # the reference itself computed on NaN
+    for name, buf in model.named_buffers():
+        assert torch.equal(buf, before[name]), name  # running stats neither NaN nor drifted
+
+
+def test_nan_reference_buffers_are_not_tampering(request_guard):
+    """A reference whose running stats hold NaN (restore or not): the candidate that leaves them alone is
+    accepted; NaN != NaN must not read as a change."""
+    guard = request_guard()
+    ref = _train_batchnorm()
+    ref[0].running_mean[1] = float("nan")
+    guard.watch_reference(ref, type(ref))
+    out = guard.call(Candidate(), [torch.rand(8, 4)])
+    assert out.shape == (8, 4)
+
+
+@pytest.mark.parametrize("nan_first", [False, True])
+def test_a_candidate_writing_reference_buffers_is_still_caught(request_guard, nan_first):
+    guard = request_guard()
+    ref = _train_batchnorm()
+    if nan_first:
+        ref[0].running_mean[1] = float("nan")
+
+    def tamper():
+        ref[0].running_var.copy_(scale(ref[0].running_var, 3.0))  # its own kernel writes the reference's
+
+    guard.watch_reference(ref, type(ref))
+    with pytest.raises(GuardViolation) as caught:
+        guard.call(Candidate(tamper), [torch.rand(8, 4)])
+    assert caught.value.check == _checks.REFERENCE_TAMPERED

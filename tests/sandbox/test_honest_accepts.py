@@ -1,0 +1,81 @@
+"""Honest solutions the real judge used to reject (issue 31), judged through the CPU sandbox: one judge call
+per mechanism, on problems and solutions written here. The hacks the same checks catch are in tests/guard and
+tests/redteam; in-process unit tests of each mechanism: tests/guard/test_honest_solutions.py."""
+
+from __future__ import annotations
+
+from kernels_env.rules.config import JudgeConfig
+
+from .conftest import src
+
+BATCHNORM_TRAIN = src(
+    """
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self, channels):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(channels)
+
+        def forward(self, x):
+            return self.bn(x)
+
+    def get_inputs():
+        return [torch.rand(32, 16)]
+
+    def get_init_inputs():
+        return [16]
+    """
+)
+
+BATCHNORM_TRITON = src(
+    """
+    import torch
+    import torch.nn as nn
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def affine_norm(x_ptr, mean_ptr, rstd_ptr, w_ptr, b_ptr, y_ptr, n, C: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        c = offs % C
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = (x - tl.load(mean_ptr + c, mask=mask)) * tl.load(rstd_ptr + c, mask=mask)
+        y = y * tl.load(w_ptr + c, mask=mask) + tl.load(b_ptr + c, mask=mask)
+        tl.store(y_ptr + offs, y, mask=mask)
+
+    class ModelNew(nn.Module):
+        def __init__(self, channels):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(channels)  # its parameters and running stats; forward is the kernel
+
+        def forward(self, x):
+            bn = self.bn
+            mean, var = x.mean(0), x.var(0, unbiased=False)  # batch statistics: PyTorch glue
+            if self.training:
+                m = bn.momentum
+                bn.running_mean.mul_(1 - m).add_(m * mean)
+                bn.running_var.mul_(1 - m).add_(m * x.var(0, unbiased=True))
+            rstd = torch.rsqrt(var + bn.eps)
+            x = x.contiguous()
+            y = torch.empty_like(x)
+            affine_norm[(triton.cdiv(x.numel(), 256),)](
+                x, mean, rstd, bn.weight, bn.bias, y, x.numel(), C=x.shape[1], BLOCK=256
+            )
+            return y
+    """
+)
+
+
+def test_train_mode_batchnorm_survives_the_nan_family(client):
+    """Mechanism 4: the nan_inf family used to leave the reference's running stats NaN, and the next
+    guarded call reported the candidate for them (NaN != NaN): ``reference_tampered``."""
+    judge = JudgeConfig(
+        policy="kernelbench", num_trials=1, families=["nan_inf", "zeros"], time_candidate=False
+    )
+    res = client.evaluate(BATCHNORM_TRAIN, BATCHNORM_TRITON, judge=judge)
+    assert res["judge"]["mode"] == "train"
+    assert res["status"] == "correct", (res["check"], res["error"])
+    assert res["correctness"]["families"]["zeros"]["status"] == "pass"
