@@ -290,7 +290,7 @@ class RequestGuard:
         if found:
             snap.integrity.restore()
         changed = snap.state.violations(where=where)
-        if changed:
+        if snap.state.diff():  # harmless flags (``HARMLESS_FLAGS``) are restored too, unreported
             snap.state.restore()
         return found + changed + self._reference_violations(where)
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from guard_helpers import guarded
 
 from kernels_env.guard import GuardViolation, Integrity, ThreadSnapshot, TorchGlobalState, _checks
 from kernels_env.judge import enforce
@@ -108,3 +109,36 @@ def test_a_candidate_writing_reference_buffers_is_still_caught(request_guard, na
     with pytest.raises(GuardViolation) as caught:
         guard.call(Candidate(tamper), [torch.rand(8, 4)])
     assert caught.value.check == _checks.REFERENCE_TAMPERED
+
+
+# -- 7: cudnn.benchmark -------------------------------------------------------------------------------------
+def _flag_setter(name: str, value: bool, x: torch.Tensor):
+    def forward():
+        setattr(torch.backends.cudnn, name, value)
+        return scale(x, 2.0)
+
+    return forward
+
+
+def test_cudnn_benchmark_alone_is_accepted_and_restored():
+    before = torch.backends.cudnn.benchmark
+    x = torch.rand(64)
+    out, caught = guarded(_flag_setter("benchmark", not before, x), "kernelbench", inputs=[x])
+    assert caught is None and out is not None
+    assert torch.backends.cudnn.benchmark == before  # the judge's setting again for whatever runs next
+
+
+def test_cudnn_benchmark_set_while_loading_is_accepted_and_restored(request_guard):
+    guard = request_guard()
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = not before  # a solution's module-level line
+    guard.after_load()
+    assert torch.backends.cudnn.benchmark == before
+
+
+def test_other_global_switches_are_still_global_state():
+    before = torch.backends.cudnn.deterministic
+    x = torch.rand(64)
+    _, caught = guarded(_flag_setter("deterministic", not before, x), "kernelbench", inputs=[x])
+    assert caught is not None and caught.check == _checks.GLOBAL_STATE
+    assert torch.backends.cudnn.deterministic == before
