@@ -173,6 +173,11 @@ def census_from_profiler(events, exclude_marker: str = "", judged_marker: str = 
         name = e.name
         if _NOT_A_KERNEL.search(name):
             continue  # synchronisation records and profiler bookkeeping on the device timeline
+        if getattr(e, "is_user_annotation", False) or name.startswith("guard::"):
+            # A record_function range mirrored on the device timeline (the guard's own ``guard::<hex>``
+            # markers, or the candidate's): not a kernel. Counted, it made no_custom_kernel fail open and
+            # skewed the work shares (issue 31).
+            continue
         if excluded[name] > 0:
             excluded[name] -= 1
             continue

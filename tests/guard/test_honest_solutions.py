@@ -4,6 +4,7 @@ check must still catch. In process: the guard and the judge's RequestGuard on th
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,9 +13,19 @@ import triton
 import triton.language as tl
 from guard_helpers import guarded
 
-from kernels_env.guard import GuardViolation, Integrity, ThreadSnapshot, TorchGlobalState, _checks
+from kernels_env.guard import (
+    GuardViolation,
+    Integrity,
+    ThreadSnapshot,
+    TorchGlobalState,
+    _checks,
+    census_violations,
+)
+from kernels_env.guard._census import census_from_profiler
 from kernels_env.judge import enforce
 from kernels_env.judge.harness import _Reference
+from kernels_env.rules.operators import CUSTOM, TORCH_KERNEL
+from kernels_env.rules.policies import get_policy
 
 HERE = Path(__file__)
 CPU = torch.device("cpu")
@@ -142,3 +153,52 @@ def test_other_global_switches_are_still_global_state():
     _, caught = guarded(_flag_setter("deterministic", not before, x), "kernelbench", inputs=[x])
     assert caught is not None and caught.check == _checks.GLOBAL_STATE
     assert torch.backends.cudnn.deterministic == before
+
+
+# -- 6: the guard's own ranges in the GPU census (synthetic profiler events: no GPU here) ---
+def _event(name, children=(), kernels=(), device=False, start=0.0, dur=1.0, annotation=False):
+    e = SimpleNamespace(
+        name=name,
+        cpu_children=list(children),
+        cpu_parent=None,
+        kernels=[SimpleNamespace(name=k) for k in kernels],
+        device_type=SimpleNamespace(name="CUDA" if device else "CPU"),
+        time_range=SimpleNamespace(start=start, elapsed_us=lambda d=dur: d),
+        is_user_annotation=annotation,
+    )
+    for c in e.cpu_children:
+        c.cpu_parent = e
+    return e
+
+
+def test_record_function_ranges_on_the_device_timeline_are_not_kernels():
+    """What the profiler reports for a guarded forward in which PyTorch did all the work: the dispatch guard's
+    ``guard::<hex>`` range around the judged ``aten::relu``, mirrored on the device timeline as a user
+    annotation, and a range the candidate opened itself named like a kernel. Neither is a custom launch."""
+    marker = "guard::0123456789abcdef"
+    relu = _event("aten::relu", kernels=["void at::native::vectorized_elementwise_kernel<4>"])
+    cpu = [_event(marker, children=[relu]), relu, _event("my_relu_kernel")]
+    device = [
+        _event(marker, device=True, start=1, dur=30.0, annotation=True),
+        _event("void at::native::vectorized_elementwise_kernel<4>", device=True, start=2, dur=20.0),
+        _event("my_relu_kernel", device=True, start=3, dur=25.0, annotation=True),
+    ]
+    census = census_from_profiler(cpu + device, judged_marker=marker)
+    assert [(k.name, k.category) for k in census.launches] == [
+        ("void at::native::vectorized_elementwise_kernel<4>", TORCH_KERNEL)
+    ]
+    checks = [v.check for v in census_violations(census, get_policy("kernelbench"))]
+    assert checks == [_checks.NO_CUSTOM_KERNEL]
+
+
+def test_a_custom_kernel_next_to_the_guards_ranges_keeps_its_share():
+    marker = "guard::0123456789abcdef"
+    relu = _event("aten::relu", kernels=["elementwise"])
+    cpu = [_event(marker, children=[relu]), relu]
+    device = [
+        _event(marker, device=True, start=1, dur=500.0, annotation=True),  # would dilute the share below
+        _event("elementwise", device=True, start=2, dur=10.0),
+        _event("fused_epilogue", device=True, start=3, dur=10.0),
+    ]
+    census = census_from_profiler(cpu + device, judged_marker=marker)
+    assert census.share({CUSTOM}) == pytest.approx(0.5)
