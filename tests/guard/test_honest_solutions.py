@@ -20,6 +20,7 @@ from kernels_env.guard import (
     TorchGlobalState,
     _checks,
     census_violations,
+    check_outputs,
 )
 from kernels_env.guard._census import census_from_profiler
 from kernels_env.judge import enforce
@@ -202,3 +203,30 @@ def test_a_custom_kernel_next_to_the_guards_ranges_keeps_its_share():
     ]
     census = census_from_profiler(cpu + device, judged_marker=marker)
     assert census.share({CUSTOM}) == pytest.approx(0.5)
+
+
+# -- 3: output strides --------------------------------------------------------------------------------------
+def _strides_checks(candidate, reference):
+    return [v.check for v in check_outputs(candidate, reference) if v.check == _checks.OUTPUT_STRIDES]
+
+
+def test_gapped_strided_views_are_accepted_like_the_references_own():
+    """A reference that returns a strided view (``y[:, ::2]``, ``y[..., :n]`` of a padded buffer): its own
+    output and a candidate's in the same or another gapped layout are accepted."""
+    ref = torch.rand(8, 12)[:, ::2]
+    assert not ref.is_contiguous()
+    assert _strides_checks(ref, ref) == []  # the reference's own output
+    assert _strides_checks(torch.rand(8, 12)[:, ::2], ref) == []
+    assert _strides_checks(torch.rand(8, 16)[:, 2:8], ref) == []  # a padded buffer's window
+    assert _strides_checks(torch.rand(16, 8)[::2, :6], ref) == []
+    assert _strides_checks(torch.rand(12, 8).t()[::2], ref) == []  # transposed and stepped
+    assert _strides_checks(torch.rand(8, 6), ref) == []  # dense
+
+
+def test_the_references_own_expanded_layout_is_accepted_but_no_other_overlap():
+    ref = torch.rand(1, 6).expand(4, 6)  # a reference that returns a broadcast view
+    assert _strides_checks(torch.rand(1, 6).expand(4, 6), ref) == []
+    assert _strides_checks(torch.rand(6).as_strided((4, 6), (1, 0)), ref) == [_checks.OUTPUT_STRIDES]
+    dense = torch.rand(4, 6)
+    assert _strides_checks(torch.rand(1, 6).expand(4, 6), dense) == [_checks.OUTPUT_STRIDES]
+    assert _strides_checks(torch.rand(64).as_strided((4, 6), (6, 2)), dense) == [_checks.OUTPUT_STRIDES]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kernels_env.rules.config import JudgeConfig
 
-from .conftest import src
+from .conftest import FAST, relu_with, src
 
 BATCHNORM_TRAIN = src(
     """
@@ -79,3 +79,29 @@ def test_train_mode_batchnorm_survives_the_nan_family(client):
     assert res["judge"]["mode"] == "train"
     assert res["status"] == "correct", (res["check"], res["error"])
     assert res["correctness"]["families"]["zeros"]["status"] == "pass"
+
+
+STRIDED_VIEW = src(
+    """
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x)[:, ::2]  # every other column: a gapped strided view
+
+    def get_inputs():
+        return [torch.rand(16, 64) * 2 - 1]
+
+    def get_init_inputs():
+        return []
+    """
+)
+
+
+def test_an_output_in_the_references_own_gapped_layout_is_accepted(client):
+    """Mechanism 3: the candidate answers in exactly the reference's layout (a strided view with gaps);
+    ``output_strides`` used to refuse it (and would have refused the reference's own output)."""
+    solution = relu_with("out = relu(x)\nreturn out[:, ::2]")
+    res = client.evaluate(STRIDED_VIEW, solution, judge=FAST)
+    assert res["status"] == "correct", (res["check"], res["error"])
