@@ -285,8 +285,16 @@ def _judge_once(problem, loaded, model_new, s, device, progress: Progress, guard
     _call_guard(guard.after_trials, stage="correctness")
 
     def rebuild(args: list[Any]):  # the init_args family: both models built with other constructor arguments
-        ref2, new2, _ = _build_models(problem, loaded, model_new, args, s, device, guard)
-        return _reference(ref2), _guarded(guard, new2, s, device)
+        seed = fresh_seed()
+        ref2, new2, _ = _build_models(problem, loaded, model_new, args, s, device, guard, seed)
+
+        def control() -> _Reference:  # the task's own arguments with the rebuilt models' weights (same seed)
+            torch.manual_seed(seed)
+            ref = _call_problem("Model(*get_init_inputs())", problem.Model, *clone(init_inputs))
+            ref = _call_problem("Model.to(device)", ref.to, device)
+            return _reference(ref.train(s.mode == "train"))
+
+        return _reference(ref2), _guarded(guard, new2, s, device), control
 
     memory.between_phases(req)
     runners = (run_ref, run_new)
@@ -451,9 +459,9 @@ def _guarded(guard: RequestGuard, model: torch.nn.Module, s: JudgeSettings, devi
     return run
 
 
-def _build_models(problem, loaded, model_new, init_inputs, s, device, guard: RequestGuard):
+def _build_models(problem, loaded, model_new, init_inputs, s, device, guard: RequestGuard, weight_seed=None):
     """Reference and candidate models with the same weights; candidate code runs under ``guard.loading``."""
-    weight_seed = fresh_seed()
+    weight_seed = fresh_seed() if weight_seed is None else weight_seed
     torch.manual_seed(weight_seed)
     ref = _call_problem("Model(*get_init_inputs())", problem.Model, *clone(init_inputs))
     ref = _call_problem("Model.to(device)", ref.to, device)

@@ -105,3 +105,62 @@ def test_an_output_in_the_references_own_gapped_layout_is_accepted(client):
     solution = relu_with("out = relu(x)\nreturn out[:, ::2]")
     res = client.evaluate(STRIDED_VIEW, solution, judge=FAST)
     assert res["status"] == "correct", (res["check"], res["error"])
+
+
+GLOBAL_SCALE = src(
+    """
+    import torch
+    import torch.nn as nn
+
+    SCALE = 2.0
+
+    class Model(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale  # stored, never read: forward reads the module's SCALE
+
+        def forward(self, x):
+            return torch.relu(x) * SCALE
+
+    def get_inputs():
+        return [torch.rand(16, 64) * 2 - 1]
+
+    def get_init_inputs():
+        return [SCALE]
+    """
+)
+
+SCALED_RELU = src(
+    """
+    import torch
+    import torch.nn as nn
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def scaled_relu(x_ptr, y_ptr, n, scale, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0) * scale, mask=mask)
+
+    class ModelNew(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale  # honours its argument
+
+        def forward(self, x):
+            y = torch.empty_like(x)
+            scaled_relu[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), self.scale, BLOCK=256)
+            return y
+    """
+)
+
+
+def test_init_args_is_skipped_for_a_reference_that_ignores_its_arguments(client):
+    """Mechanism 5: a reference whose forward reads a module global instead of its constructor argument; a
+    candidate that honours the argument used to fail the fatal ``init_args`` family."""
+    judge = JudgeConfig(num_trials=1, families=["init_args"], time_candidate=False)
+    res = client.evaluate(GLOBAL_SCALE, SCALED_RELU, judge=judge)
+    assert res["status"] == "correct", (res["check"], res["error"])
+    family = res["correctness"]["families"]["init_args"]
+    assert family["status"] == "skipped" and "does not change" in family["reason"], family
