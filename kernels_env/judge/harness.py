@@ -292,6 +292,7 @@ def _judge_once(problem, loaded, model_new, s, device, progress: Progress, guard
             torch.manual_seed(seed)
             ref = _call_problem("Model(*get_init_inputs())", problem.Model, *clone(init_inputs))
             ref = _call_problem("Model.to(device)", ref.to, device)
+            torch.manual_seed(fresh_seed())  # as after every build: the weight seed's stream is not left on
             return _reference(ref.train(s.mode == "train"))
 
         return _reference(ref2), _guarded(guard, new2, s, device), control
