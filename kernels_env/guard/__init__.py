@@ -26,7 +26,7 @@ from ._outputs import (
 )
 from ._speed import roofline_floor_s, speed_violations
 from ._state import Integrity, TorchGlobalState
-from ._threads import ThreadSnapshot, thread_violations
+from ._threads import ThreadSnapshot, thread_violations, warm_up_intra_op_pool
 
 __all__ = [
     "ALL_CHECKS",
@@ -56,5 +56,6 @@ __all__ = [
     "roofline_floor_s",
     "speed_violations",
     "thread_violations",
+    "warm_up_intra_op_pool",
     "warm_up_profiler",
 ]

@@ -1,10 +1,10 @@
 """The reward-hack defences of ``kernels_env.guard`` inside the real judge (docs/reward_hacks.md).
 
-Per run worker, ``start_worker`` runs once before any candidate code: profiler warm-up, then snapshots of the
-judge's code (``Integrity``: torch, timers, checkers, every ``kernels_env`` module and class), torch's global
-state and the thread table, and on a GPU the device's copy bandwidth (for the roofline floor). Per request a
-``RequestGuard`` knows the candidate's and the reference's files and the policy's rules, and provides every
-step of the judge's pipeline (``kernels_env.judge.harness``):
+Per run worker, ``start_worker`` runs once before any candidate code: profiler and ATen thread-pool warm-up,
+then snapshots of the judge's code (``Integrity``: torch, timers, checkers, every ``kernels_env`` module and
+class), torch's global state and the thread table, and on a GPU the device's copy bandwidth (for the roofline
+floor). Per request a ``RequestGuard`` knows the candidate's and the reference's files and the policy's
+rules, and provides every step of the judge's pipeline (``kernels_env.judge.harness``):
 
 - ``loading()`` around import and construction (``load_guard``: introspection, writes to judge/problem files,
   threads left running), then ``after_load`` (judge code, precision flags and global state unchanged);
@@ -51,6 +51,7 @@ from ..guard import (
     roofline_floor_s,
     speed_violations,
     thread_violations,
+    warm_up_intra_op_pool,
     warm_up_profiler,
 )
 from ..guard._frames import PACKAGE_DIR, FrameClassifier
@@ -113,6 +114,7 @@ def start_worker(device: torch.device) -> WorkerSnapshot:
     global WORKER
     cuda = device.type == "cuda"
     warm_up_profiler(cuda)
+    warm_up_intra_op_pool()  # its threads belong to the baseline, not to the first candidate that needs them
     _install_dynamo_module_tagging()
     bandwidth, alone = None, False
     if cuda:

@@ -21,8 +21,11 @@ from kernels_env.guard import (
     _checks,
     census_violations,
     check_outputs,
+    thread_violations,
+    warm_up_intra_op_pool,
 )
 from kernels_env.guard._census import census_from_profiler
+from kernels_env.guard._frames import FrameClassifier
 from kernels_env.judge import enforce
 from kernels_env.judge.harness import _Reference
 from kernels_env.rules.operators import CUSTOM, TORCH_KERNEL
@@ -230,3 +233,51 @@ def test_the_references_own_expanded_layout_is_accepted_but_no_other_overlap():
     dense = torch.rand(4, 6)
     assert _strides_checks(torch.rand(1, 6).expand(4, 6), dense) == [_checks.OUTPUT_STRIDES]
     assert _strides_checks(torch.rand(64).as_strided((4, 6), (6, 2)), dense) == [_checks.OUTPUT_STRIDES]
+
+
+# -- 2: ATen's intra-op pool --------------------------------------------------------------------------------
+def _parallel_cpu_ops():
+    """What a correct solution's C++ or Python does with CPU tensors large enough for ATen to go parallel."""
+    y = torch.rand(1 << 21)
+    return (y * 2).sum()
+
+
+def test_atens_pool_started_inside_the_call_looked_like_a_background_thread():
+    """The mechanism: a pool larger than any started so far starts its threads at the first parallel op."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(n + 3)
+    try:
+        before = ThreadSnapshot.capture()
+        _parallel_cpu_ops()
+        found = thread_violations(before, FrameClassifier([__file__]), before)
+        assert [v.check for v in found] == [_checks.BACKGROUND_THREAD]
+    finally:
+        torch.set_num_threads(n)
+
+
+def test_the_worker_starts_atens_pool_before_its_thread_baseline():
+    n, saved = torch.get_num_threads(), enforce.WORKER
+    torch.set_num_threads(n + 6)  # again a pool no op has started yet
+    try:
+        snap = enforce.start_worker(CPU)
+        _parallel_cpu_ops()
+        assert thread_violations(snap.threads, FrameClassifier([__file__]), snap.threads) == []
+    finally:
+        torch.set_num_threads(n)
+        enforce.WORKER = saved
+
+
+def test_a_candidates_own_thread_is_still_caught_after_the_warm_up():
+    import threading
+
+    warm_up_intra_op_pool()
+    before = ThreadSnapshot.capture()
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: stop.wait(), daemon=True)  # the candidate's code, still running
+    worker.start()
+    try:
+        found = thread_violations(before, FrameClassifier([__file__]), before)
+        assert [v.check for v in found][:1] == [_checks.BACKGROUND_THREAD]
+    finally:
+        stop.set()
+        worker.join()
