@@ -197,6 +197,7 @@ class RequestGuard:
         self._torch_ops: dict[str, dict[str, Any]] = {}
         self.notes: list[dict[str, Any]] = []  # verdict notes (the harness shares its list here)
         self.calls = 0
+        self.shared_by = 1  # run workers sharing the device (the harness sets it): see ``copy_bandwidth``
         self._references: list[tuple[torch.nn.Module, list[tuple[str, torch.Tensor]]]] = []
         self._forbidden: list[Any] = []
         self._problem_module: Any = None
@@ -316,6 +317,7 @@ class RequestGuard:
                 device=self.device,
                 os_threads=not first,  # runtimes start helper threads lazily on the first call
                 trace_exceptions=self._trace_exceptions(),
+                copy_bandwidth=self.copy_bandwidth,
             ) as g,
             self.sections.candidate(),  # inside the guard: its own copies (entry, exit) are the judge's
         ):
@@ -336,6 +338,16 @@ class RequestGuard:
         if found:
             raise GuardViolation(found)
         return out
+
+    @property
+    def copy_bandwidth(self) -> float | None:
+        """The device's copy rate (bytes/s, read + write) for the work share's pass over the outputs; like the
+        roofline's, scaled by the run workers that may have shared the start-up measurement (only lenient)."""
+        peak = self.snap.peak_bandwidth
+        if peak is None:
+            return None
+        rate = peak / ROOFLINE_BANDWIDTH_FACTOR
+        return rate if self.snap.bandwidth_alone else rate * max(1, self.shared_by)
 
     def _merge_torch_ops(self, summary: list[dict[str, Any]]) -> None:
         """Per operator, the most calls and the largest device-time share seen in any one guarded call."""
@@ -411,8 +423,9 @@ class RequestGuard:
         replayed answer launches no kernel; PyTorch compute shows in the trace), then threads, judge code and
         global state."""
         _sync(self.device)
-        with torch.no_grad(), self.tripwires(), TimingAudit(self.rules, self.device) as audit:
-            model(*seen_inputs)
+        audit = TimingAudit(self.rules, self.device, copy_bandwidth=self.copy_bandwidth)
+        with torch.no_grad(), self.tripwires(), audit:
+            audit.watch_output(model(*seen_inputs))
         _sync(self.device)
         found = [Violation(v.check, v.message, {**v.evidence, "phase": "timing"}) for v in audit.violations]
         found += thread_violations(self.snap.threads, self.classifier)

@@ -118,6 +118,7 @@ def evaluate(
                 raise Verdict(exc.status, "load", exc.error, exc.messages) from None
             guard = RequestGuard(s.policy, device, sol_path.parent, ref_path)
             guard.sections = sections
+            guard.shared_by = s.device_shared_by
             guard.watch_problem(problem.loaded.module)
             failed = None
             with guard.loading():

@@ -281,3 +281,83 @@ def test_a_candidates_own_thread_is_still_caught_after_the_warm_up():
     finally:
         stop.set()
         worker.join()
+
+
+# -- 1: the kernelbench work share next to vendor-library kernels (synthetic GPU census: no GPU here) --
+OUT_8192 = torch.empty(8192, 8192, device="meta")  # fp32: 256 MiB, the output of today's L2 GEMM problems
+COPY_RATE = 4e12  # bytes/s read + write: an H200's measured device copy
+
+
+def _kernelbench_census(*launches):
+    """A GPU census from synthetic profiler events: (kernel, the ATen op that launched it or '', us)."""
+    cpu, device = [], []
+    for i, (kernel, op, us) in enumerate(launches):
+        if op:
+            cpu.append(_event(op, kernels=[kernel]))
+        device.append(_event(kernel, device=True, start=i, dur=us))
+    return census_from_profiler(cpu + device)
+
+
+def _work_checks(census, outputs=(OUT_8192,)):
+    from kernels_env.guard._guard import _pass_us
+
+    pass_us = _pass_us(list(outputs), COPY_RATE)
+    return [v.check for v in census_violations(census, get_policy("kernelbench"), pass_us)]
+
+
+def test_a_gemm_in_nn_linear_with_a_fused_epilogue_kernel_is_accepted():
+    """The false reject: an fp32 8192^3 GEMM in ``nn.Linear`` (cuBLAS, ~22 ms) and one custom kernel that
+    fuses the whole epilogue (reads and writes the 256 MiB output: ~130 us, 0.6% of the device time)."""
+    census = _kernelbench_census(
+        ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32", "aten::linear", 22_000.0),
+        ("fused_bias_gelu_scale_kernel", "", 130.0),
+    )
+    assert census.share({CUSTOM}) < 0.02
+    assert _work_checks(census) == []
+
+
+def test_a_decoy_next_to_a_library_gemm_is_still_low_custom_work():
+    """``decoy_trivial_launch_kernelbench``: torch.matmul does the work, a kernel touches one element."""
+    census = _kernelbench_census(
+        ("sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x32", "aten::matmul", 22_000.0),
+        ("touch_kernel", "", 2.0),
+    )
+    assert _work_checks(census) == [_checks.LOW_CUSTOM_WORK]
+    small = torch.empty(2048, 2048, device="meta")  # the red-team case's size: 16 MiB, a 4.2 us pass
+    census = _kernelbench_census(("ampere_sgemm_128x64_nn", "aten::matmul", 340.0), ("touch_kernel", "", 2.0))
+    assert _work_checks(census, [small]) == [_checks.LOW_CUSTOM_WORK]
+
+
+def test_a_decoy_next_to_pytorch_elementwise_work_is_still_low_custom_work():
+    elementwise = "void at::native::vectorized_elementwise_kernel<4>"
+    census = _kernelbench_census(
+        (elementwise, "aten::mul", 200.0), (elementwise, "aten::add", 200.0), ("touch_kernel", "", 2.0)
+    )
+    assert _work_checks(census) == [_checks.LOW_CUSTOM_WORK]
+    # a GEMM as well, and PyTorch glue that dwarfs the custom kernel: the vendor time is no excuse
+    census = _kernelbench_census(
+        ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32", "aten::linear", 22_000.0),
+        (elementwise, "aten::gelu", 10_000.0),
+        ("scale_kernel", "", 130.0),
+    )
+    assert _work_checks(census) == [_checks.LOW_CUSTOM_WORK]
+
+
+def test_without_a_measured_copy_rate_the_share_rule_is_unchanged():
+    census = _kernelbench_census(
+        ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32", "aten::linear", 22_000.0),
+        ("fused_bias_gelu_scale_kernel", "", 130.0),
+    )
+    assert [v.check for v in census_violations(census, get_policy("kernelbench"))] == [
+        _checks.LOW_CUSTOM_WORK
+    ]
+
+
+def test_the_request_guard_passes_the_measured_copy_rate(request_guard):
+    guard = request_guard()
+    assert guard.copy_bandwidth is None  # no GPU: no measurement
+    enforce.WORKER.peak_bandwidth = 2 * COPY_RATE  # the roofline's peak: twice the measured copy
+    guard.shared_by = 3
+    assert guard.copy_bandwidth == pytest.approx(3 * COPY_RATE)  # may have been shared at start: lenient
+    enforce.WORKER.bandwidth_alone = True
+    assert guard.copy_bandwidth == pytest.approx(COPY_RATE)
