@@ -14,7 +14,7 @@ Must never import: jax, flax, optax, orbax, ``models``, ``research``, ``experime
 
 from ._census import Census, KernelLaunch, census_violations, classify_kernel
 from ._checks import ALL_CHECKS, GuardViolation, Violation
-from ._guard import Guard, TimingAudit, load_guard, policy_guard, warm_up_profiler
+from ._guard import Guard, TimingAudit, bitwise_equal, load_guard, policy_guard, warm_up_profiler
 from ._memory import poison_free_cuda_memory, poison_tensor, poisoned_count
 from ._outputs import (
     check_outputs,
@@ -26,7 +26,7 @@ from ._outputs import (
 )
 from ._speed import roofline_floor_s, speed_violations
 from ._state import Integrity, TorchGlobalState
-from ._threads import ThreadSnapshot, thread_violations
+from ._threads import ThreadSnapshot, thread_violations, warm_up_intra_op_pool
 
 __all__ = [
     "ALL_CHECKS",
@@ -39,6 +39,7 @@ __all__ = [
     "TimingAudit",
     "TorchGlobalState",
     "Violation",
+    "bitwise_equal",
     "census_violations",
     "check_outputs",
     "classify_kernel",
@@ -55,5 +56,6 @@ __all__ = [
     "roofline_floor_s",
     "speed_violations",
     "thread_violations",
+    "warm_up_intra_op_pool",
     "warm_up_profiler",
 ]

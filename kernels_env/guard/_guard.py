@@ -30,6 +30,7 @@ from ._frames import FrameClassifier
 from ._memory import poison_free_cuda_memory
 from ._outputs import tensors
 from ._passthrough import PassthroughCodes, passthrough_codes
+from ._speed import tensor_bytes
 from ._state import Integrity, TorchGlobalState
 from ._threads import ThreadSnapshot, thread_violations
 from ._trace import trace_violations, unguarded_violations
@@ -81,7 +82,7 @@ _CHUNK = 1 << 24  # elements per step: the input-mutation check allocates no tem
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Unchanged: the same bits, or (floats) the same values with NaN in the same places. Compared in chunks
     of the raw words first (equal bits: done; nearly always the case)."""
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -128,8 +129,10 @@ class Guard:
         integrity: Integrity | None = None,
         device: torch.device | str | None = None,
         trace_exceptions: bool = True,
+        copy_bandwidth: float | None = None,
     ):
         self.rules: Policy = get_policy(policy)
+        self.copy_bandwidth = copy_bandwidth  # bytes/s (GPU): one pass over the outputs, for the work share
         self.inputs = list(inputs)
         refs = (
             reference
@@ -361,7 +364,8 @@ class Guard:
             elif self._triton is not None:
                 self.census = self._triton.census()
             if self.census is not None and exc is None:
-                self._add(census_violations(self.census, self.rules))
+                pass_us = _pass_us(self._outputs, self.copy_bandwidth)
+                self._add(census_violations(self.census, self.rules, pass_us))
         self.torch_op_summary = torch_op_summary(self.torch_ops, self.census if self.cuda else None)
         where = "during forward"
         self._add(self._state0.violations(where=where))
@@ -370,7 +374,7 @@ class Guard:
             os_base = self._threads_enter if self.os_threads else None
             self._add(thread_violations(self._threads0, self.classifier, os_base))
         for original, copy in self._input_copies:
-            if not _bitwise_equal(original.detach(), copy):
+            if not bitwise_equal(original.detach(), copy):
                 self.violations.append(
                     Violation(
                         _checks.INPUT_MUTATION,
@@ -391,14 +395,24 @@ class TimingAudit:
     census applies too. ``violations`` is filled on exit; nothing is raised."""
 
     def __init__(
-        self, policy: object = "strict", device: torch.device | str | None = None, census: bool = True
+        self,
+        policy: object = "strict",
+        device: torch.device | str | None = None,
+        census: bool = True,
+        copy_bandwidth: float | None = None,
     ):
         self.rules = get_policy(policy)
+        self.copy_bandwidth = copy_bandwidth
+        self._outputs: list[torch.Tensor] = []
         dev = torch.device(device) if device is not None else torch.device("cpu")
         self.cuda = dev.type == "cuda" and torch.cuda.is_available()
         self.census_enabled = census
         self.violations: list[Violation] = []
         self.census = None
+
+    def watch_output(self, out: Any) -> Any:
+        self._outputs = tensors(out)
+        return out
 
     def __enter__(self) -> TimingAudit:
         warm_up_profiler(self.cuda)
@@ -417,8 +431,16 @@ class TimingAudit:
         self.violations.extend(unguarded_violations(events, self.rules, self._runtime_marker))
         if self.census_enabled and exc is None:
             self.census = census_from_profiler(events) if self.cuda else self._triton.census()
-            self.violations.extend(census_violations(self.census, self.rules))
+            pass_us = _pass_us(self._outputs, self.copy_bandwidth)
+            self.violations.extend(census_violations(self.census, self.rules, pass_us))
         return False
+
+
+def _pass_us(outputs: list[torch.Tensor], copy_bandwidth: float | None) -> float | None:
+    """Microseconds one pass over the outputs' bytes takes at ``copy_bandwidth`` (None when unknown)."""
+    if not copy_bandwidth or copy_bandwidth <= 0:
+        return None
+    return tensor_bytes(outputs) / copy_bandwidth * 1e6
 
 
 def policy_guard(policy: object = "strict", **options: Any) -> Guard:
@@ -430,8 +452,10 @@ def policy_guard(policy: object = "strict", **options: Any) -> Guard:
     code must not run inside forward, and they are write-protected), ``candidate_paths`` (the solution's
     files/workspace; default: any code outside installed packages and kernels_env), ``protected_paths``
     (judge files/dirs), ``thread_baseline`` (a ``ThreadSnapshot`` taken before the candidate was loaded),
-    ``device``, and switches ``poison``, ``census``, ``trace``, ``watch``, ``threads``, ``trace_exceptions``
-    (all on by default; the judge turns the exception tracer off when the candidate cannot catch anything).
+    ``device``, ``copy_bandwidth`` (the device's measured copy rate, bytes/s: the work share's pass over the
+    outputs, ``_census._low_work``), and switches ``poison``, ``census``, ``trace``, ``watch``, ``threads``,
+    ``trace_exceptions`` (all on by default; the judge turns the exception tracer off when the candidate
+    cannot catch anything).
     """
     return Guard(policy, **options)
 

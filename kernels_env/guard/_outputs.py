@@ -2,10 +2,11 @@
 and a dense layout (catalogue #8, #10), no never-written (poisoned) elements (#4, #13), no aliasing of an
 input the reference does not alias, a fresh storage per call, and the same answer when asked twice (#13).
 
-Any dense, non-overlapping memory format is accepted (channels-last, a transposed result): KernelBench
-compares values and shapes, not strides, and such a tensor has exactly one element per storage slot. Only
-stride 0 (expanded) and overlapping or gapped layouts are refused; a stride that differs from the
-reference's is noted in the verdict (``layout_notes``)."""
+Any non-overlapping layout is accepted (channels-last, a transposed result, a gapped strided view such as a
+slice): KernelBench compares values and shapes, not strides, and such a tensor has its own storage slot per
+element. Only stride 0 (expanded) and overlapping layouts are refused, unless the reference itself returns
+exactly those strides; a stride that differs from the reference's is noted in the verdict
+(``layout_notes``)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,17 @@ from ._checks import Violation
 from ._memory import poisoned_count
 
 
-def _dense(t: torch.Tensor) -> bool:
-    """Non-overlapping and dense: some permutation of the dims is contiguous (no stride-0, no gaps)."""
+def _non_overlapping(t: torch.Tensor) -> bool:
+    """No storage slot behind two elements (no stride 0, no overlapping windows): with the dims of size > 1
+    sorted by stride, each stride lies beyond the furthest slot the smaller ones reach. Every dense memory
+    format passes, and so do gapped views (a slice, a step): skipped slots are not part of the output."""
     if t.numel() <= 1:
         return True
-    expected = 1
+    reach = 0  # the furthest offset the dims so far address
     for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
-        if stride != expected:
+        if stride <= reach:
             return False
-        expected *= size
+        reach += stride * (size - 1)
     return True
 
 
@@ -147,12 +150,13 @@ def check_outputs(
                 )
             )
             continue
-        if c.numel() > 1 and not _dense(c):
+        if c.numel() > 1 and not _non_overlapping(c) and c.stride() != r.stride():
             out.append(
                 Violation(
                     _checks.OUTPUT_STRIDES,
-                    f"output {i} has strides {c.stride()} for shape {tuple(c.shape)}: expanded, overlapping "
-                    "or with gaps (any dense memory format is accepted)",
+                    f"output {i} has strides {c.stride()} for shape {tuple(c.shape)}: expanded or "
+                    "overlapping (any non-overlapping layout, gapped views included, or the reference's own "
+                    "is accepted)",
                     {"output": i, "strides": list(c.stride())},
                 )
             )
@@ -173,8 +177,8 @@ def layout_notes(candidate: Any, reference: Any) -> list[str]:
             continue
         if c.stride() != r.stride() and c.layout == torch.strided and c.device.type != "meta":
             notes.append(
-                f"output {i} has strides {c.stride()}, the reference's {r.stride()} (another dense memory "
-                "format: accepted, values compared element by element)"
+                f"output {i} has strides {c.stride()}, the reference's {r.stride()} (another non-overlapping "
+                "layout: accepted, values compared element by element)"
             )
     return notes
 

@@ -28,6 +28,10 @@ import torch
 from . import _checks
 
 _MISSING = object()
+# Restored like every flag, never reported: cuDNN's algorithm autotuning changes which kernels a convolution
+# runs, not precision (TF32 is its own flag) nor anything the judge compares or times for the baselines (a
+# common, harmless line in public solutions; issue 31).
+HARMLESS_FLAGS = frozenset({"cudnn.benchmark"})
 
 
 def _attr_flag(obj_path: str, attr: str) -> tuple[Callable[[], Any], Callable[[Any], None]] | None:
@@ -158,6 +162,8 @@ class TorchGlobalState:
         flags = _flags()
         out = []
         for name, (before, after) in changed.items():
+            if name in HARMLESS_FLAGS:
+                continue
             precision = flags.get(name, (True,))[0]
             check = _checks.PRECISION_STATE if precision else _checks.GLOBAL_STATE
             out.append(

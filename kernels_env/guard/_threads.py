@@ -14,6 +14,8 @@ import sys
 import threading
 from dataclasses import dataclass
 
+import torch
+
 from . import _checks
 from ._frames import CANDIDATE, REFERENCE, FrameClassifier, describe
 
@@ -30,6 +32,17 @@ def _os_threads() -> dict[int, str]:
     except OSError:  # not Linux: the Python-level views still work
         pass
     return out
+
+
+def warm_up_intra_op_pool() -> None:
+    """Start ATen's intra-op (OpenMP) pool now, before the judge's thread baseline: its threads start lazily
+    at the first parallel CPU op (unnamed, like the main thread), which would otherwise be a correct
+    candidate's (CPU tensors built by its C++, a batch the shape family grew) and be blamed on it as
+    threads it left running (issue 31). An elementwise op and a reduction, each above ATen's grain size."""
+    if torch.get_num_threads() > 1:
+        x = torch.ones(1 << 20)
+        x.add_(1)
+        x.sum()
 
 
 @dataclass

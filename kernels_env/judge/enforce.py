@@ -1,10 +1,10 @@
 """The reward-hack defences of ``kernels_env.guard`` inside the real judge (docs/reward_hacks.md).
 
-Per run worker, ``start_worker`` runs once before any candidate code: profiler warm-up, then snapshots of the
-judge's code (``Integrity``: torch, timers, checkers, every ``kernels_env`` module and class), torch's global
-state and the thread table, and on a GPU the device's copy bandwidth (for the roofline floor). Per request a
-``RequestGuard`` knows the candidate's and the reference's files and the policy's rules, and provides every
-step of the judge's pipeline (``kernels_env.judge.harness``):
+Per run worker, ``start_worker`` runs once before any candidate code: profiler and ATen thread-pool warm-up,
+then snapshots of the judge's code (``Integrity``: torch, timers, checkers, every ``kernels_env`` module and
+class), torch's global state and the thread table, and on a GPU the device's copy bandwidth (for the roofline
+floor). Per request a ``RequestGuard`` knows the candidate's and the reference's files and the policy's
+rules, and provides every step of the judge's pipeline (``kernels_env.judge.harness``):
 
 - ``loading()`` around import and construction (``load_guard``: introspection, writes to judge/problem files,
   threads left running), then ``after_load`` (judge code, precision flags and global state unchanged);
@@ -40,6 +40,7 @@ from ..guard import (
     Violation,
     _checks,
     _watch,
+    bitwise_equal,
     check_outputs,
     constant_output_violation,
     determinism_violations,
@@ -50,6 +51,7 @@ from ..guard import (
     roofline_floor_s,
     speed_violations,
     thread_violations,
+    warm_up_intra_op_pool,
     warm_up_profiler,
 )
 from ..guard._frames import PACKAGE_DIR, FrameClassifier
@@ -112,6 +114,7 @@ def start_worker(device: torch.device) -> WorkerSnapshot:
     global WORKER
     cuda = device.type == "cuda"
     warm_up_profiler(cuda)
+    warm_up_intra_op_pool()  # its threads belong to the baseline, not to the first candidate that needs them
     _install_dynamo_module_tagging()
     bandwidth, alone = None, False
     if cuda:
@@ -194,6 +197,7 @@ class RequestGuard:
         self._torch_ops: dict[str, dict[str, Any]] = {}
         self.notes: list[dict[str, Any]] = []  # verdict notes (the harness shares its list here)
         self.calls = 0
+        self.shared_by = 1  # run workers sharing the device (the harness sets it): see ``copy_bandwidth``
         self._references: list[tuple[torch.nn.Module, list[tuple[str, torch.Tensor]]]] = []
         self._forbidden: list[Any] = []
         self._problem_module: Any = None
@@ -260,7 +264,7 @@ class RequestGuard:
         for model, params in self._references:
             now = dict(model.named_parameters())
             for name, before in params:
-                if name not in now or not torch.equal(before, now[name].detach()):
+                if name not in now or not bitwise_equal(before, now[name].detach()):
                     return [
                         Violation(
                             _checks.REFERENCE_TAMPERED,
@@ -289,7 +293,7 @@ class RequestGuard:
         if found:
             snap.integrity.restore()
         changed = snap.state.violations(where=where)
-        if changed:
+        if snap.state.diff():  # harmless flags (``HARMLESS_FLAGS``) are restored too, unreported
             snap.state.restore()
         return found + changed + self._reference_violations(where)
 
@@ -313,6 +317,7 @@ class RequestGuard:
                 device=self.device,
                 os_threads=not first,  # runtimes start helper threads lazily on the first call
                 trace_exceptions=self._trace_exceptions(),
+                copy_bandwidth=self.copy_bandwidth,
             ) as g,
             self.sections.candidate(),  # inside the guard: its own copies (entry, exit) are the judge's
         ):
@@ -323,7 +328,9 @@ class RequestGuard:
         found = self._reference_violations("during forward")
         now = {n: b for m, _ in self._references for n, b in m.named_buffers()}
         for name, before in buffers:
-            if name in now and not torch.equal(before, now[name].detach()):
+            # NaN-aware: a train-mode BatchNorm reference run on the nan_inf family holds NaN running stats,
+            # and NaN != NaN must not read as the candidate changing them.
+            if name in now and not bitwise_equal(before, now[name].detach()):
                 found.append(
                     Violation(_checks.REFERENCE_TAMPERED, f"reference buffer {name} changed during forward")
                 )
@@ -331,6 +338,16 @@ class RequestGuard:
         if found:
             raise GuardViolation(found)
         return out
+
+    @property
+    def copy_bandwidth(self) -> float | None:
+        """The device's copy rate (bytes/s, read + write) for the work share's pass over the outputs; like the
+        roofline's, scaled by the run workers that may have shared the start-up measurement (only lenient)."""
+        peak = self.snap.peak_bandwidth
+        if peak is None:
+            return None
+        rate = peak / ROOFLINE_BANDWIDTH_FACTOR
+        return rate if self.snap.bandwidth_alone else rate * max(1, self.shared_by)
 
     def _merge_torch_ops(self, summary: list[dict[str, Any]]) -> None:
         """Per operator, the most calls and the largest device-time share seen in any one guarded call."""
@@ -406,8 +423,9 @@ class RequestGuard:
         replayed answer launches no kernel; PyTorch compute shows in the trace), then threads, judge code and
         global state."""
         _sync(self.device)
-        with torch.no_grad(), self.tripwires(), TimingAudit(self.rules, self.device) as audit:
-            model(*seen_inputs)
+        audit = TimingAudit(self.rules, self.device, copy_bandwidth=self.copy_bandwidth)
+        with torch.no_grad(), self.tripwires(), audit:
+            audit.watch_output(model(*seen_inputs))
         _sync(self.device)
         found = [Violation(v.check, v.message, {**v.evidence, "phase": "timing"}) for v in audit.violations]
         found += thread_violations(self.snap.threads, self.classifier)

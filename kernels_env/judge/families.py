@@ -185,7 +185,8 @@ def run_families(req: JudgeRequest, runners, rebuild, init_args) -> str | None:
                     raise
                 results[name] = result(name, fatal, ERROR, f"ModelNew{tuple(args)}: {v.payload['error']}")
                 continue
-            results[name] = _one(req, name, "random", fatal, runners_for)
+            results[name] = _one(req, name, "random", fatal, runners_for[:2], control=runners_for[2:])
+            del runners_for  # the rebuilt models: freed before the next family
         elif name == SHAPE:
             results[name] = _shape(req, fatal, runners)
         else:
@@ -219,7 +220,11 @@ def _shape(req: JudgeRequest, fatal: bool, runners) -> dict:
     return grown
 
 
-def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners) -> dict:
+def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners, control=()) -> dict:
+    """One family's result. ``control`` (``init_args``): builds the reference with the task's own constructor
+    arguments and the rebuilt models' weights; when its answer is the rebuilt reference's, the reference
+    ignores its arguments (its forward reads module globals, say) and the family cannot tell a candidate
+    that honours them from one that bakes them in: skipped, with that reason."""
     run_ref, run_new = runners
     tolerances, where = req.settings.tolerances, req.where("correctness")
     restore_global_state()
@@ -241,6 +246,7 @@ def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners) -> dic
         reason = f"reference fails on these inputs: {type(exc).__name__}: {exc}"[:300]
         return result(name, fatal, SKIPPED, reason, seed)
     reason = undefined(expected, again, tolerances)
+    reason = reason or _ignores_arguments(control, inputs, expected, tolerances)
     if reason:
         return result(name, fatal, SKIPPED, reason, seed)
     new_in = clone(inputs)
@@ -254,6 +260,23 @@ def _one(req: JudgeRequest, name: str, family: str, fatal: bool, runners) -> dic
     float64 = getattr(run_ref, "float64", None)  # the harness's reference runner has one
     run64 = None if float64 is None else (lambda: float64(clone(inputs)))
     return judge(name, fatal, seed, expected, got, tolerances, run64)
+
+
+def _ignores_arguments(control, inputs, expected, tolerances) -> str:
+    """Why the ``init_args`` family does not apply ('' when it does, or when that cannot be told)."""
+    if not control:
+        return ""
+    try:
+        base = control[0]()(clone(inputs))
+    except Exception as exc:  # noqa: BLE001 - cannot tell: the family runs as before
+        _judges_oom(exc, "the reference with the task's own arguments")
+        return ""
+    if compare(base, expected, tolerances) is not None:
+        return ""
+    return (
+        "not applicable: the reference's output does not change under the perturbed constructor arguments"
+        " (its forward does not read them, e.g. it reads module globals)"
+    )
 
 
 def _judges_oom(exc: Exception, what: str) -> None:

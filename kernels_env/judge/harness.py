@@ -118,6 +118,7 @@ def evaluate(
                 raise Verdict(exc.status, "load", exc.error, exc.messages) from None
             guard = RequestGuard(s.policy, device, sol_path.parent, ref_path)
             guard.sections = sections
+            guard.shared_by = s.device_shared_by
             guard.watch_problem(problem.loaded.module)
             failed = None
             with guard.loading():
@@ -285,8 +286,17 @@ def _judge_once(problem, loaded, model_new, s, device, progress: Progress, guard
     _call_guard(guard.after_trials, stage="correctness")
 
     def rebuild(args: list[Any]):  # the init_args family: both models built with other constructor arguments
-        ref2, new2, _ = _build_models(problem, loaded, model_new, args, s, device, guard)
-        return _reference(ref2), _guarded(guard, new2, s, device)
+        seed = fresh_seed()
+        ref2, new2, _ = _build_models(problem, loaded, model_new, args, s, device, guard, seed)
+
+        def control() -> _Reference:  # the task's own arguments with the rebuilt models' weights (same seed)
+            torch.manual_seed(seed)
+            ref = _call_problem("Model(*get_init_inputs())", problem.Model, *clone(init_inputs))
+            ref = _call_problem("Model.to(device)", ref.to, device)
+            torch.manual_seed(fresh_seed())  # as after every build: the weight seed's stream is not left on
+            return _reference(ref.train(s.mode == "train"))
+
+        return _reference(ref2), _guarded(guard, new2, s, device), control
 
     memory.between_phases(req)
     runners = (run_ref, run_new)
@@ -399,12 +409,26 @@ class _Reference:
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
+        # The judge's own reference calls leave its buffers as they were: a train-mode BatchNorm would
+        # otherwise carry the nan_inf family's NaN running stats (or any family's drift) into later calls.
+        self._buffers = [(name, b.detach().clone()) for name, b in model.named_buffers()]
 
     def __call__(self, inputs: list[Any]) -> Any:
         restore_global_state()
         set_precision(False)
+        try:
+            with torch.no_grad():
+                return self.model(*inputs)
+        finally:
+            self._restore_buffers()
+
+    def _restore_buffers(self) -> None:
+        now = dict(self.model.named_buffers())
         with torch.no_grad():
-            return self.model(*inputs)
+            for name, saved in self._buffers:
+                buf = now.get(name)
+                if buf is not None and buf.shape == saved.shape and buf.dtype == saved.dtype:
+                    buf.copy_(saved)
 
     def float64(self, inputs: list[Any]) -> Any:
         restore_global_state()
@@ -437,9 +461,9 @@ def _guarded(guard: RequestGuard, model: torch.nn.Module, s: JudgeSettings, devi
     return run
 
 
-def _build_models(problem, loaded, model_new, init_inputs, s, device, guard: RequestGuard):
+def _build_models(problem, loaded, model_new, init_inputs, s, device, guard: RequestGuard, weight_seed=None):
     """Reference and candidate models with the same weights; candidate code runs under ``guard.loading``."""
-    weight_seed = fresh_seed()
+    weight_seed = fresh_seed() if weight_seed is None else weight_seed
     torch.manual_seed(weight_seed)
     ref = _call_problem("Model(*get_init_inputs())", problem.Model, *clone(init_inputs))
     ref = _call_problem("Model.to(device)", ref.to, device)

@@ -141,7 +141,8 @@ def plan(
     needs = {"trials": trial_bytes(f), "timing": timing_bytes(f, sets)}
     skipped: dict[str, str] = {}
     for name in families:
-        need = int(margin * family_bytes(f)) + (2 * f.params if name == "init_args" else 0)  # rebuilt models
+        # init_args: both models rebuilt, and the reference once more with the task's own arguments
+        need = int(margin * family_bytes(f)) + (3 * f.params if name == "init_args" else 0)
         if need + headroom > usable:
             skipped[name] = _too_big(name, need, headroom, usable)
         else:

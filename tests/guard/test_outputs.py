@@ -70,15 +70,14 @@ def test_any_dense_memory_format_is_accepted_and_noted():
     assert layout_notes(torch.rand(2, 3, 4, 5), ref4) == []  # same strides: nothing to note
 
 
-def test_expanded_overlapping_and_gapped_outputs_stay_rejected():
+def test_expanded_and_overlapping_outputs_stay_rejected():
     """What the relaxed stride rule must still refuse: one storage slot behind several elements (stride 0,
-    overlap) or elements with unwritten slots between them."""
+    overlap). Gapped views are accepted (tests/guard/test_honest_solutions.py, issue 31)."""
     base = torch.rand(64)
     assert only(torch.rand(6).expand(4, 6)) == [_checks.OUTPUT_STRIDES]
     assert only(torch.rand(1, 6).expand(4, 6)) == [_checks.OUTPUT_STRIDES]
     assert only(base.as_strided((4, 6), (1, 1))) == [_checks.OUTPUT_STRIDES]  # overlapping windows
     assert only(base.as_strided((4, 6), (6, 2))) == [_checks.OUTPUT_STRIDES]  # rows overlap at stride 2
-    assert only(torch.rand(4, 12)[:, ::2]) == [_checks.OUTPUT_STRIDES]  # gaps
     channels_last = torch.rand(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
     expanded = channels_last[:, :1].expand(2, 3, 4, 5)
     assert only(expanded, torch.rand(2, 3, 4, 5)) == [_checks.OUTPUT_STRIDES]
