@@ -14,8 +14,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import to_dataclass
-from research.agent import RunConfig
+from experiments._hydra import CONF, to_dataclass, user_errors
+from research.agent import AgentConfigError, RunConfig
 
 
 def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
@@ -29,11 +29,12 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
 CONFIG_NAME = "agent"
 
 
-@hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
+@hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.agent import run_agent
 
-    run_agent(to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir))
+    with user_errors(cfg, AgentConfigError, dirs={"tasks.problems_dir": None}, paths=["policy.script"]):
+        run_agent(to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir))
 
 
 if __name__ == "__main__":
