@@ -1,5 +1,6 @@
 """The agent loop over a task set: every problem an episode of a policy in the sandbox.
 
+    python -m experiments.agent          # the shipped toy policy on held-out toy tasks (`make demo`)
     python -m experiments.agent policy=openai policy.model=gpt-x policy.base_url=http://127.0.0.1:8000/v1 \
         policy.api_key_env=MY_KEY tasks.problems_dir=KernelBench/level1 sandbox=gpu
     python -m experiments.agent policy=flax policy.model=qwen2_0_5b_random agent=train agent.skills=false

@@ -5,10 +5,8 @@ config and the console says why a stage learned nothing."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,17 +14,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from experiments._hydra import CONF
-
-
-def run_main(name: str, argv: list[str], monkeypatch) -> int | None:
-    """experiments.<name>.main() with ``argv``; its exit code (None: it returned)."""
-    monkeypatch.setattr(sys, "argv", [name, *argv])
-    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
-    try:
-        importlib.import_module(f"experiments.{name}").main()
-    except SystemExit as exc:
-        return exc.code
-    return None
+from tests.hydra_mains import run_main
 
 
 @pytest.fixture()
@@ -64,6 +52,12 @@ CASES = [
         "agent",
         ["policy=scripted", "policy.script={t}/bad.json", "tasks.problems_dir={t}/empty"],
         "tasks.problems_dir={t}/empty: no problems matching '*.py' in it",
+    ),
+    (
+        "agent",
+        ["policy=scripted", "policy.script={t}/bad.json", "tasks.problems_dir={t}/problems"],
+        "policy.script={t}/bad.json: not valid JSON: Expecting property name enclosed in double quotes: "
+        "line 1 column 3 (char 2)",
     ),
     ("figures", [], "run_dir is required: give run_dir=... on the command line"),
     ("figures", ["run_dir=/nope"], "run_dir=/nope: no such directory"),

@@ -6,13 +6,12 @@ the command line holds path-valued overrides."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-import experiments.evaluate as evaluate
 from research.evaluation import figures, protocol_table
 from research.evaluation.figures import make_figures
+from tests.hydra_mains import run_main
 
 from .figure_checks import figure_problems
 
@@ -69,10 +68,9 @@ def sweep(tmp_path_factory):
         f"hydra.sweep.dir={base / 'sweep'}",
     ]
     mp = pytest.MonkeyPatch()
-    mp.setattr(sys, "argv", argv)
     mp.setattr("kernels_env.reports.batch.run_batch", _fake_batch)
     try:
-        evaluate.main()
+        assert run_main("evaluate", argv[1:], mp) is None
     finally:
         mp.undo()
     return base / "sweep"
