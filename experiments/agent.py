@@ -1,5 +1,6 @@
 """The agent loop over a task set: every problem an episode of a policy in the sandbox.
 
+    python -m experiments.agent          # the shipped toy policy on held-out toy tasks (`make demo`)
     python -m experiments.agent policy=openai policy.model=gpt-x policy.base_url=http://127.0.0.1:8000/v1 \
         policy.api_key_env=MY_KEY tasks.problems_dir=KernelBench/level1 sandbox=gpu
     python -m experiments.agent policy=flax policy.model=qwen2_0_5b_random agent=train agent.skills=false
@@ -14,8 +15,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import to_dataclass
-from research.agent import RunConfig
+from experiments._hydra import CONF, to_dataclass, user_errors
+from research.agent import AgentConfigError, RunConfig
 
 
 def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
@@ -29,11 +30,12 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
 CONFIG_NAME = "agent"
 
 
-@hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
+@hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.agent import run_agent
 
-    run_agent(to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir))
+    with user_errors(cfg, AgentConfigError, dirs={"tasks.problems_dir": None}, paths=["policy.script"]):
+        run_agent(to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir))
 
 
 if __name__ == "__main__":

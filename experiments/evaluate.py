@@ -13,7 +13,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import to_dataclass
+from experiments._hydra import CONF, to_dataclass, user_errors
 from kernels_env.rules.config import BatchConfig
 
 
@@ -26,12 +26,12 @@ def to_config(cfg: DictConfig, out_dir: str = ".") -> BatchConfig:
 CONFIG_NAME = "config"
 
 
-@hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
+@hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from kernels_env.reports.batch import run_batch
+    from kernels_env.reports.batch import BatchInputError, run_batch
 
-    config = to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir)
-    run_batch(config)
+    with user_errors(cfg, BatchInputError, dirs={"eval.problems_dir": "*.py", "eval.solutions_dir": None}):
+        run_batch(to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir))
 
 
 if __name__ == "__main__":

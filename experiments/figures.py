@@ -1,18 +1,16 @@
 """Redraw a run's report figures without a notebook (PDF + PNG, the project style).
 
-    python -m experiments.figures run_dir=outputs/solutions/2026-12-01/10-00-00    # Table 1, claims
-    python -m experiments.figures run_dir=multirun/train/2026-12-01/10-00-00        # ablations, curves
-    python -m experiments.figures run_dir=RUN audit=audit.json out_dir=paper/figs
+python -m experiments.figures run_dir=outputs/solutions/2026-12-01/10-00-00    # Table 1, claims
+python -m experiments.figures run_dir=multirun/train/2026-12-01/10-00-00        # ablations, curves
+python -m experiments.figures run_dir=RUN audit=audit.json out_dir=paper/figs
 """
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import to_dataclass
+from experiments._hydra import CONF, to_dataclass, user_errors
 from research.evaluation.figures import FiguresConfig
 
 
@@ -25,15 +23,12 @@ def to_config(cfg: DictConfig) -> FiguresConfig:
 CONFIG_NAME = "figures"
 
 
-@hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
+@hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.evaluation.figures import run_figures
 
-    try:
+    with user_errors(cfg, dirs={"run_dir": None}, paths=["audit"]):
         run_figures(to_config(cfg))
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

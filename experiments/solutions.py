@@ -11,13 +11,11 @@ Errors a user can cause (missing checkout, unmapped field) print one line and ex
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import to_dataclass
+from experiments._hydra import CONF, to_dataclass, user_errors
 from research.evaluation import KernelBenchNotFound, SolutionSetConfig, SolutionSetError
 
 
@@ -32,15 +30,12 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/solutions") -> SolutionSe
 CONFIG_NAME = "solutions"
 
 
-@hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
+@hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.evaluation import evaluate_solution_set
 
-    try:
+    with user_errors(cfg, KernelBenchNotFound, SolutionSetError, paths=["input", "audit"]):
         evaluate_solution_set(to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir))
-    except (KernelBenchNotFound, SolutionSetError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

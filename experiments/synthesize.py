@@ -14,8 +14,8 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import to_dataclass
-from research.data.config import SynthesisConfig
+from experiments._hydra import CONF, to_dataclass, user_errors
+from research.data.config import SynthesisConfig, SynthesisConfigError
 
 CONFIG_NAME = "synthesize"
 
@@ -28,11 +28,12 @@ def to_config(cfg: DictConfig) -> SynthesisConfig:
     return to_dataclass(SynthesisConfig, node, where="synthesize")
 
 
-@hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
+@hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.data.synthesize import synthesize
 
-    manifest = synthesize(to_config(cfg))
+    with user_errors(cfg, SynthesisConfigError, dirs={"filters.decontam_dir": None}):
+        manifest = synthesize(to_config(cfg))
     print(
         f"{manifest['num_tasks']} tasks from {manifest['candidates']} candidates in {manifest['out_dir']}; "
         f"drops: {manifest['drop_reasons']}"

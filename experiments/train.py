@@ -8,8 +8,9 @@
     python -m experiments.train mesh=auto out_dir=runs/fsdp            # learners sharded over every GPU
     python -m experiments.train mesh.fsdp=4 mesh.data=2 out_dir=runs/m  # an explicit (data, fsdp) mesh
 
-Writes <out_dir>/<stage>/ (metrics.jsonl, TensorBoard, curves.png, checkpoints/, manifest.json) and
-<out_dir>/pipeline.json; reruns skip finished stages and resume the one in progress.
+Writes <out_dir>/config.yaml (the composed config, resolved), <out_dir>/<stage>/ (metrics.jsonl, TensorBoard,
+curves.png, checkpoints/, manifest.json) and <out_dir>/pipeline.json; reruns skip finished stages and resume
+the one in progress. The console gets one line per stage: its metrics, or why it learned nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import to_dataclass
+from experiments._hydra import CONF, save_config, to_dataclass, user_errors
 from research.rl.pipeline.config import PipelineConfig
 
 CONFIG_NAME = "train"
@@ -45,18 +46,23 @@ def start_jax(config: PipelineConfig) -> None:
     initialize_distributed(config.distributed)
 
 
-@hydra.main(config_path="../conf", config_name=CONFIG_NAME, version_base="1.3")
+@hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from research.rl.pipeline import run_pipeline
+    from models import CheckpointError, UnsupportedModelError
+    from research.rl import MeshError
+    from research.rl.pipeline import run_pipeline, stage_line
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO under Hydra
-    config = to_config(cfg)
-    start_jax(config)
-    manifests = run_pipeline(config)
+    with user_errors(
+        cfg, CheckpointError, UnsupportedModelError, MeshError, paths=["init", "model.checkpoint"]
+    ):
+        config = to_config(cfg)
+        save_config(cfg, config.out_dir)
+        start_jax(config)
+        manifests = run_pipeline(config)
     for name, m in manifests.items():
-        summary = {k: v for k, v in m.metrics.items() if not isinstance(v, dict)}
-        print(f"{name:9s} step {m.step:4d}  {summary}")
-    print(f"manifests and metrics under {config.out_dir}")
+        print(stage_line(name, m))
+    print(f"config, manifests and metrics under {config.out_dir}")
 
 
 if __name__ == "__main__":

@@ -91,8 +91,8 @@ print(format_summary(summary))
 counts = Counter(r["status"] for r in results)
 fig, ax = plt.subplots(figsize=(6, 3))
 ax.barh(list(counts), list(counts.values()), color="tab:blue")
-ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # counts
 ax.set_xlabel("solutions")
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # counts
 ax.set_title("verdicts")
 fig.tight_layout()
 fig.savefig(RESULTS.with_name(f"{PREFIX}report_verdicts.png"), dpi=120)
@@ -132,7 +132,8 @@ if plotted:
 else:
     why = summary.get("timings_missing") or "timings not comparable"
     ax.text(0.5, 0.5, f"no fast_p curve:\n{why}", ha="center", va="center", transform=ax.transAxes)
-    ax.set_axis_off()
+    ax.set_xticks([])
+    ax.set_yticks([])
 fig.tight_layout()
 fig.savefig(RESULTS.with_name(f"{PREFIX}report_fast_p.png"), dpi=120)
 

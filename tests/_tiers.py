@@ -19,6 +19,7 @@ from __future__ import annotations
 import _posixsubprocess
 import fnmatch
 import os
+import subprocess
 
 import pytest
 
@@ -99,7 +100,7 @@ class ProcessGuard:
 
     def _refuse(self, what):
         def refuse(*args, **kwargs):
-            argv = args[0] if args and what == "fork_exec" else args[:1]
+            argv = args[0] if args and what.endswith("fork_exec") else args[:1]
             self.started.append(f"{what}({_describe(argv)})")
             raise RuntimeError(
                 f"a fast-tier test started a process ({what}); mark it integration (tests/_tiers.py)"
@@ -108,7 +109,9 @@ class ProcessGuard:
         return refuse
 
     def __enter__(self):
-        targets = [(_posixsubprocess, "fork_exec"), (os, "fork"), (os, "posix_spawn"), (os, "posix_spawnp")]
+        # subprocess keeps its own alias of fork_exec; multiprocessing calls _posixsubprocess's
+        targets = [(subprocess, "_fork_exec"), (_posixsubprocess, "fork_exec")]
+        targets += [(os, "fork"), (os, "posix_spawn"), (os, "posix_spawnp")]
         for owner, name in targets:
             if hasattr(owner, name):
                 self._saved.append((owner, name, getattr(owner, name)))

@@ -27,6 +27,10 @@ from ..rules.results_file import VerdictProgress, append_line, read_results, res
 from ..rules.summary import format_summary, plot, summarize
 
 
+class BatchInputError(ValueError):
+    """Nothing to judge (no problems, no solutions, none matching): the user's inputs, one line."""
+
+
 @dataclass(frozen=True)
 class Item:
     problem: str
@@ -80,15 +84,17 @@ def _match(stem: str, problems: dict[str, Path]) -> str | None:
 
 
 def check_inputs(problems: dict[str, Path], items: list[Item], unmatched: list[str], cfg: BatchConfig):
-    """A ``ValueError`` (one line) when there is nothing to judge: a batch never "succeeds" on nothing."""
+    """A ``BatchInputError`` (one line) when there is nothing to judge: a batch never "succeeds" on it."""
     form = "<problem>.py, <problem>__<variant>.py or a <problem>/ workspace with model_new.py"
     if not problems:
-        raise ValueError(f"no problems in {cfg.problems_dir}: expected KernelBench-format <problem>.py files")
+        raise BatchInputError(
+            f"no problems in {cfg.problems_dir}: expected KernelBench-format <problem>.py files"
+        )
     if not items and not unmatched:
-        raise ValueError(f"no solutions in {cfg.solutions_dir}: expected {form}")
+        raise BatchInputError(f"no solutions in {cfg.solutions_dir}: expected {form}")
     if not items:
         shown = ", ".join(unmatched[:5]) + (f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else "")
-        raise ValueError(
+        raise BatchInputError(
             f"none of the {len(unmatched)} solutions in {cfg.solutions_dir} matches a problem in "
             f"{cfg.problems_dir} (a solution is named {form}): {shown}"
         )

@@ -31,10 +31,10 @@ class Task:
 def find_tasks(cfg: TasksConfig) -> list[Task]:
     root = Path(cfg.problems_dir)
     if not root.is_dir():
-        raise FileNotFoundError(f"tasks.problems_dir {root} is not a directory")
+        raise FileNotFoundError(f"tasks.problems_dir={root}: not a directory")
     paths = sorted(p for p in root.rglob(cfg.pattern) if p.is_file() and not p.name.startswith("_"))
     if not paths:
-        raise FileNotFoundError(f"no problems matching {cfg.pattern!r} under {root}")
+        raise FileNotFoundError(f"tasks.problems_dir={root}: no problems matching {cfg.pattern!r} in it")
     tasks = []
     for p in paths:
         rel = p.relative_to(root).with_suffix("")

@@ -8,7 +8,14 @@ Imports torch only inside worker processes (``checks``) and talks to the sandbox
 
 from .candidates import make_candidate
 from .compose import BUCKETS, compose, size_candidate
-from .config import FilterConfig, GpuFilterConfig, MixConfig, SplitConfig, SynthesisConfig
+from .config import (
+    FilterConfig,
+    GpuFilterConfig,
+    MixConfig,
+    SplitConfig,
+    SynthesisConfig,
+    SynthesisConfigError,
+)
 from .cost import GpuProfile, estimate_ms
 from .decontam import EvalIndex, ast_tokens, similarity, source_ops, source_signature
 from .gpu_filter import SandboxTimer, apply_window, make_timer
@@ -32,6 +39,7 @@ __all__ = [
     "SandboxTimer",
     "SplitConfig",
     "SynthesisConfig",
+    "SynthesisConfigError",
     "TaskRecord",
     "apply_window",
     "assign_split",

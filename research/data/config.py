@@ -10,6 +10,11 @@ PAPER_OP_COUNTS = [0.034, 0.838, 0.076, 0.028, 0.012]  # share of tasks with 1..
 PAPER_MODULES = 0.012  # share of transformer-module tasks
 
 
+class SynthesisConfigError(ValueError):
+    """A synthesis setting that cannot work (unknown category or op, empty window, a mix of nothing) or an
+    out_dir that holds another dataset: the user's to fix, reported in one line."""
+
+
 @dataclass
 class MixConfig:
     """What gets composed: op counts, modules, dtypes, category preferences, sizes and levels."""

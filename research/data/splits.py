@@ -5,21 +5,23 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from .config import SplitConfig
+from .config import SplitConfig, SynthesisConfigError
 from .ops import CATEGORIES
 
 
 def validate(cfg: SplitConfig) -> None:
     unknown = (set(cfg.test_categories) | set(cfg.val_categories)) - set(CATEGORIES)
     if unknown:
-        raise ValueError(f"split holds out unknown categories {sorted(unknown)}; known: {list(CATEGORIES)}")
+        raise SynthesisConfigError(
+            f"split holds out unknown categories {sorted(unknown)}; known: {list(CATEGORIES)}"
+        )
     both = set(cfg.test_categories) & set(cfg.val_categories)
     if both:
-        raise ValueError(f"categories {sorted(both)} are held out for both val and test")
+        raise SynthesisConfigError(f"categories {sorted(both)} are held out for both val and test")
     if not (
         0.0 <= cfg.val_fraction and 0.0 <= cfg.test_fraction and cfg.val_fraction + cfg.test_fraction < 1.0
     ):
-        raise ValueError(
+        raise SynthesisConfigError(
             f"val_fraction + test_fraction must be in [0, 1), got {cfg.val_fraction}, {cfg.test_fraction}"
         )
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from .candidates import Candidate, drop_reason, make_candidate, task_id
 from .compose import BUCKETS
-from .config import SynthesisConfig
+from .config import SynthesisConfig, SynthesisConfigError
 from .decontam import EvalIndex
 from .gpu_filter import Timer, apply_window, make_timer
 from .ops import LIBRARY, Reject
@@ -38,7 +38,9 @@ def quotas(cfg: SynthesisConfig) -> dict[str, int]:
     """Exact kept counts per bucket by largest remainder, so the kept mix is the configured mix."""
     weights = [*cfg.mix.op_count_weights, cfg.mix.module_weight]
     if len(weights) != len(BUCKETS) or any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise ValueError(f"mix needs 5 non-negative op-count weights and a module weight, got {weights}")
+        raise SynthesisConfigError(
+            f"mix needs 5 non-negative op-count weights and a module weight, got {weights}"
+        )
     total = sum(weights)
     raw = [cfg.num_tasks * w / total for w in weights]
     counts = [math.floor(r) for r in raw]
@@ -96,15 +98,19 @@ class _State:
 def _check_config(cfg: SynthesisConfig, out: Path) -> None:
     validate(cfg.split)
     if cfg.num_tasks < 1:
-        raise ValueError(f"num_tasks must be >= 1, got {cfg.num_tasks}")
+        raise SynthesisConfigError(f"num_tasks must be >= 1, got {cfg.num_tasks}")
     f = cfg.filters
     if not 0 < f.runtime_min_ms < f.runtime_max_ms:
-        raise ValueError(f"runtime window [{f.runtime_min_ms}, {f.runtime_max_ms}] ms is empty")
+        raise SynthesisConfigError(
+            f"filters.runtime_min_ms..runtime_max_ms [{f.runtime_min_ms}, {f.runtime_max_ms}] ms is empty"
+        )
     if f.compile_backend not in ("none", "eager", "aot_eager", "inductor"):
-        raise ValueError(f"unknown compile_backend {f.compile_backend!r}")
+        raise SynthesisConfigError(
+            f"filters.compile_backend must be none, eager, aot_eager or inductor, got {f.compile_backend!r}"
+        )
     unknown = set(cfg.mix.exclude_ops) - set(LIBRARY)
     if unknown:
-        raise ValueError(f"exclude_ops names unknown ops {sorted(unknown)}")
+        raise SynthesisConfigError(f"exclude_ops names unknown ops {sorted(unknown)}")
     cfg_file = out / "config.json"
     fp = fingerprint(cfg)
     if cfg_file.exists():
@@ -115,7 +121,7 @@ def _check_config(cfg: SynthesisConfig, out: Path) -> None:
             )
         if old != fp:
             diff = sorted(k for k in fp if old.get(k) != fp[k])
-            raise ValueError(
+            raise SynthesisConfigError(
                 f"{out} was synthesized with a different config (differs in: {diff}); resuming would mix "
                 "datasets. Choose another out_dir or restore the original settings."
             )

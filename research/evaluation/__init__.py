@@ -10,6 +10,7 @@
   precision (``labels``); the arithmetic is ``kernels_env.client.summarize`` via ``research.agent.summary``.
 - ``collect`` / ``ablation_table`` / ``curves``: a Hydra multirun directory of ``experiments.train`` as one
   table (ablation x seed) with failed points reported, and its training curves.
+- ``protocol_table``: a Hydra multirun of ``experiments.evaluate`` (judge protocol x policy) as one table.
 - ``figures`` (``make_figures``) in one ``style``, PDF + PNG.
 
 May import: the standard library, yaml, matplotlib, tqdm, pyarrow (Parquet), ``research.agent.summary``, and
@@ -23,9 +24,10 @@ from .claims import ClaimRule, claim_rows, claims_table, format_claims
 from .evaluate_set import SolutionSetConfig, evaluate_solution_set
 from .judging import judge_solutions, materialise, read_results
 from .kernelbench import ENV_VAR, KernelBenchNotFound, Problem, ProblemIndex, find_kernelbench
-from .labels import labels, result_labels
+from .labels import labels, level_label, result_labels
 from .records import FieldMap, SolutionSetError, read_records
 from .solution_sets import Solution, SolutionSet, import_solutions
+from .sweeps import format_protocols, is_evaluation_sweep, protocol_table
 from .table1 import format_table1_report, load_results, run_tasks, table1_report
 
 __all__ = [
@@ -51,12 +53,16 @@ __all__ = [
     "find_kernelbench",
     "format_ablations",
     "format_claims",
+    "format_protocols",
     "format_table1_report",
     "import_solutions",
+    "is_evaluation_sweep",
     "judge_solutions",
     "labels",
+    "level_label",
     "load_results",
     "materialise",
+    "protocol_table",
     "read_audit",
     "run_tasks",
     "read_records",

@@ -15,11 +15,14 @@ from . import style
 from .ablations import CURVES, ablation_table, collect, curves
 from .audit import read_audit
 from .claims import SURVIVES, claims_table
+from .labels import level_label
+from .sweeps import is_evaluation_sweep, protocol_table
 from .table1 import format_table1_report, load_results, run_tasks, table1_report
 
 
-def plot_table1(report: dict[str, Any], stem: str | Path) -> list[Path]:
-    """Bars per level: pass rate and faster-than shares (full set; the audited subset hatched)."""
+def table1_figure(report: dict[str, Any]):
+    """Bars per level: pass rate and faster-than shares (full set; the audited subset hatched); a share not
+    measured (CPU mode: no timings) reads "n/a" where its bar would be."""
     fig, axes = style.figure()
     ax = axes[0][0]
     rates = report["full"]["overall"]["pass_rates"]
@@ -54,19 +57,24 @@ def plot_table1(report: dict[str, Any], stem: str | Path) -> list[Path]:
                 if v is None:  # not measured (CPU mode): say so instead of drawing a zero
                     ax.text(x, 0.01, "n/a", ha="center", va="bottom", fontsize=6, rotation=90)
             i += 1
-    ax.set_xticks(range(len(levels)), [lv if lv in ("overall", "all") else f"L{lv}" for lv in levels])
+    ax.set_xticks(range(len(levels)), [level_label(lv) for lv in levels])
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of all tasks")
     lab = report["labels"]
     ax.set_title(
         f"Table 1 · {lab['gpu']} · torch {lab['torch']} · {lab['protocol']}/{lab['policy']}", fontsize=8
     )
-    ax.legend(ncol=2)
-    return style.save(fig, stem)
+    style.legend_below(ax, ncol=3)
+    return fig
 
 
-def plot_claims(table: dict[str, Any], stem: str | Path) -> list[Path]:
-    """Left: outcome of every claim per source (stacked); right: claimed vs measured speedups."""
+def plot_table1(report: dict[str, Any], stem: str | Path) -> list[Path]:
+    return style.save(table1_figure(report), stem)
+
+
+def claims_figure(table: dict[str, Any]):
+    """Left: outcome of every claim per source (stacked counts); right: claimed vs measured speedups (a note
+    when no claim has a comparable measurement, e.g. CPU mode)."""
     fig, axes = style.figure(1, 2)
     ax, sc = axes[0]
     rows = table["rows"]
@@ -78,10 +86,12 @@ def plot_claims(table: dict[str, Any], stem: str | Path) -> list[Path]:
         vals = [counts[s][cls] for s in sources]
         ax.bar(sources, vals, bottom=bottom, label=cls, color=style.PALETTE[k % len(style.PALETTE)])
         bottom = [b + v for b, v in zip(bottom, vals)]
+    if not rows:
+        style.note(ax, "no claims in this set")
     ax.set_ylabel("claims")
-    style.integer_ticks(ax)
+    style.integer_ticks(ax, "y")
     ax.set_title("claim outcomes per source")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    style.legend_below(ax, ncol=2)
     pairs = [r for r in rows if r["measured"] is not None]
     if pairs:
         for k, s in enumerate(sources):
@@ -100,13 +110,17 @@ def plot_claims(table: dict[str, Any], stem: str | Path) -> list[Path]:
         sc.set_yscale("log")
         sc.set_xlabel("claimed speedup")
         sc.set_ylabel("measured speedup")
-        sc.legend()
+        style.legend_below(sc, ncol=3)
     else:
-        style.note_empty(sc, "no comparable timings\n(CPU mode: correctness only)")
-    return style.save(fig, stem)
+        style.note(sc, "no comparable timings\n(CPU mode: correctness only)")
+    return fig
 
 
-def plot_audit(reports: list[dict[str, Any]], stem: str | Path) -> list[Path]:
+def plot_claims(table: dict[str, Any], stem: str | Path) -> list[Path]:
+    return style.save(claims_figure(table), stem)
+
+
+def audit_figure(reports: list[dict[str, Any]]):
     """Problems per flag kind and tolerance, and the audit's status counts."""
     fig, axes = style.figure(1, 2)
     ax, st = axes[0]
@@ -129,18 +143,24 @@ def plot_audit(reports: list[dict[str, Any]], stem: str | Path) -> list[Path]:
         ax.set_yticks([i + width * (len(tols) - 1) / 2 for i in range(len(names))], names)
         ax.set_xlabel("problems flagged")
         style.integer_ticks(ax, "x")
-        ax.legend()
+        style.legend_below(ax, ncol=3)
     else:
-        style.note_empty(ax, "no problem flagged")
-    status = Counter(str(r.get("status")) for r in reports)
-    st.bar(list(status), list(status.values()), color=style.PALETTE[0])
+        style.note(ax, f"no problem flagged\n({len(reports)} audited)")
+    status = Counter(r.get("status") for r in reports)
+    st.bar([str(s) for s in status], list(status.values()), color=style.PALETTE[0])
     st.set_ylabel("problems")
-    style.integer_ticks(st)
+    style.integer_ticks(st, "y")
     st.set_title(f"{len(reports)} problems audited")
-    return style.save(fig, stem)
+    if not reports:
+        style.note(st, "no problems in the audit")
+    return fig
 
 
-def plot_ablations(table: dict[str, Any], metric: str, stem: str | Path) -> list[Path]:
+def plot_audit(reports: list[dict[str, Any]], stem: str | Path) -> list[Path]:
+    return style.save(audit_figure(reports), stem)
+
+
+def ablations_figure(table: dict[str, Any], metric: str):
     """Mean +- std of ``metric`` per ablation over seeds, each seed a dot; failed points in the label."""
     fig, axes = style.figure()
     ax = axes[0][0]
@@ -163,11 +183,16 @@ def plot_ablations(table: dict[str, Any], metric: str, stem: str | Path) -> list
     ]
     ax.set_xticks(range(len(names)), labels, rotation=20)
     ax.set_ylabel(metric)
-    return style.save(fig, stem)
+    return fig
 
 
-def plot_curves(curve_data: dict[str, dict[str, list]], stem: str | Path) -> list[Path]:
-    """One panel per training curve; per ablation the mean over seeds (bold) and each seed (faint)."""
+def plot_ablations(table: dict[str, Any], metric: str, stem: str | Path) -> list[Path]:
+    return style.save(ablations_figure(table, metric), stem)
+
+
+def curves_figure(curve_data: dict[str, dict[str, list]]):
+    """One panel per training curve (``CURVES``: 6); per ablation the mean over seeds (bold) and each seed
+    (faint); a curve no point logged says so in its panel."""
     fig, axes = style.figure(2, 3, height=2.4)
     for ax, name in zip(axes.ravel(), CURVES):
         by_ablation: dict[str, list] = defaultdict(list)
@@ -176,18 +201,78 @@ def plot_curves(curve_data: dict[str, dict[str, list]], stem: str | Path) -> lis
         for k, (ablation, runs) in enumerate(sorted(by_ablation.items())):
             color = style.PALETTE[k % len(style.PALETTE)]
             for run in runs:
-                ax.plot(list(run), list(run.values()), color=color, alpha=0.25, lw=0.8)
+                ax.plot(
+                    list(run),
+                    list(run.values()),
+                    color=color,
+                    alpha=0.25,
+                    lw=0.8,
+                    marker=style.marker(len(run)),
+                )
             steps = sorted(set.intersection(*(set(r) for r in runs)))
-            ax.plot(steps, [sum(r[s] for r in runs) / len(runs) for s in steps], color=color, label=ablation)
+            ys = [sum(r[s] for r in runs) / len(runs) for s in steps]
+            ax.plot(steps, ys, color=color, label=ablation, marker=style.marker(len(steps)))
         ax.set_title(name.replace("_", " "))
-        ax.set_xlabel("step")
-        if not by_ablation:
-            style.note_empty(ax, "not logged by any run")
-    handles, labels = axes[0][0].get_legend_handles_labels()
+        if by_ablation:
+            ax.set_xlabel("step")
+            style.integer_ticks(ax, "x")
+        else:
+            style.note(ax, "not logged by any point")
+    handles, labels = next(
+        (a.get_legend_handles_labels() for a in axes.ravel() if a.get_legend_handles_labels()[0]), ([], [])
+    )
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4))
     fig.tight_layout(rect=(0, 0.07 if handles else 0, 1, 1))
-    return style.save(fig, stem)
+    return fig
+
+
+def plot_curves(curve_data: dict[str, dict[str, list]], stem: str | Path) -> list[Path]:
+    return style.save(curves_figure(curve_data), stem)
+
+
+def protocols_figure(table: dict[str, Any]):
+    """An evaluation sweep (``sweeps.protocol_table``): per metric a panel, protocols on the x axis, a bar
+    per policy; a metric no point measured (CPU mode: no timings) says so in its panel."""
+    metrics = table["metrics"][: style.MAX_PANELS]
+    fig, axes = style.figure(1, len(metrics), height=2.8)
+    ok = [r for r in table["rows"] if r["status"] == "ok"]
+    protocols, policies = table["protocols"], table["policies"]
+    width = 0.8 / max(len(policies), 1)
+    for ax, metric in zip(axes[0], metrics):
+        ax.set_title(metric.replace("_", " "))
+        if not any(r.get(metric) is not None for r in ok):
+            style.note(ax, "not measured\n(CPU mode: correctness only)" if ok else "no point finished")
+            continue
+        for k, pol in enumerate(policies):
+            vals = [
+                next((r.get(metric) for r in ok if r["protocol"] == pro and r["policy"] == pol), None)
+                for pro in protocols
+            ]
+            xs = [i + (k - (len(policies) - 1) / 2) * width for i in range(len(protocols))]
+            ax.bar(
+                xs, [v or 0.0 for v in vals], width, label=pol, color=style.PALETTE[k % len(style.PALETTE)]
+            )
+            for x, v in zip(xs, vals):
+                if v is None:
+                    ax.text(x, 0.01, "n/a", ha="center", va="bottom", fontsize=6, rotation=90)
+        ax.set_xticks(range(len(protocols)), protocols)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("judge protocol")
+    axes[0][0].set_ylabel("share of all tasks")
+    handles, labels = next(
+        (a.get_legend_handles_labels() for a in axes[0] if a.get_legend_handles_labels()[0]), ([], [])
+    )
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), title="judge policy")
+    failed = len(table["failed"])
+    fig.suptitle(f"{len(ok)} sweep points" + (f", {failed} failed" if failed else ""), fontsize=9)
+    fig.tight_layout(rect=(0, 0.16 if handles else 0, 1, 1))
+    return fig
+
+
+def plot_protocols(table: dict[str, Any], stem: str | Path) -> list[Path]:
+    return style.save(protocols_figure(table), stem)
 
 
 def make_figures(
@@ -195,7 +280,7 @@ def make_figures(
 ) -> list[Path]:
     """Every figure ``run_dir`` has the files for: a results.jsonl (Table 1; claims when the results carry
     claims), an audit report (``audit.json``/``audit.jsonl`` or ``audit``), a multirun directory
-    (ablation bars and training curves)."""
+    (ablation bars and training curves; an evaluation sweep: the protocol x policy table and figure)."""
     run = Path(run_dir)
     out = Path(out_dir) if out_dir else run / "figures"
     made: list[Path] = []
@@ -216,6 +301,11 @@ def make_figures(
     if audit_path:
         made += plot_audit(list(audit_obj.reports.values()), out / "audit")
     if any((d / ".hydra" / "overrides.yaml").is_file() for d in run.iterdir() if d.is_dir()):
+        if is_evaluation_sweep(run):  # experiments.evaluate -m (e.g. +sweep=protocols): one table, one figure
+            table = protocol_table(run)
+            made += plot_protocols(table, out / "protocols")
+            (out / "protocols.json").write_text(json.dumps(table, indent=2, default=str))
+            return made
         points = collect(run)
         table = ablation_table(points)
         metric = next((m for m in ("faster_compile", "reward_mean") if m in table["metrics"]), None)

@@ -8,6 +8,18 @@ from collections import Counter
 from typing import Any
 
 UNKNOWN = "unknown"
+LEVEL_NAMES = {
+    "heldout": "held-out",
+    "heldout_category": "held-out category",
+    "overall": "overall",
+    "all": "all",
+}
+
+
+def level_label(level: Any) -> str:
+    """How a level reads in tables and figures: "L1", "L2", "held-out" (never "Lheldout")."""
+    text = str(level)
+    return f"L{text}" if text.isdigit() else LEVEL_NAMES.get(text, text.replace("_", " "))
 
 
 def _gpu(env: dict[str, Any]) -> str:

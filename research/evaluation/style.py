@@ -1,5 +1,7 @@
 """One look for every figure of the project's reports: fonts, grid, palette, sizes; each figure saved as PDF
-(papers) and PNG (notebooks, READMEs) side by side."""
+(papers) and PNG (notebooks, READMEs) side by side. And the rules every figure keeps: at most ``MAX_PANELS``
+panels, no empty panel without a note saying why (``note``), integer ticks on count axes (``integer_ticks``),
+a marker on a series of one point (``marker``), legends beside the data, not on it (``legend_below``)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from pathlib import Path
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
 WIDTH = 6.4  # inches: one column of a two-column page at 100%
+MAX_PANELS = 6  # more panels than this in one figure are unreadable in a paper: split into more figures
 RC = {
     "figure.dpi": 110,
     "savefig.dpi": 150,
@@ -62,14 +65,28 @@ def save(fig, path_stem: str | Path) -> list[Path]:
     return out
 
 
+def note(ax, text: str) -> None:
+    """Say in the panel why it holds no data (e.g. CPU mode: no timings), instead of leaving it blank."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.35")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+
+
 def integer_ticks(ax, axis: str = "y") -> None:
-    """Whole-number ticks on an axis of counts (never 0.5 of a problem)."""
+    """Whole-number ticks on an axis of counts (claims, problems, steps): never 2.5 claims."""
     from matplotlib.ticker import MaxNLocator
 
-    (ax.yaxis if axis == "y" else ax.xaxis).set_major_locator(MaxNLocator(integer=True))
+    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(integer=True))
 
 
-def note_empty(ax, text: str) -> None:
-    """An axes with nothing to draw says why instead of showing empty axes."""
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
-    ax.set_axis_off()
+def marker(n_points: int, default: str | None = None) -> str | None:
+    """A line of one point draws nothing without a marker."""
+    return "o" if n_points == 1 else default
+
+
+def legend_below(ax, ncol: int = 3, **kw) -> None:
+    """The legend under the panel (outside the data), so it never covers bars or lines."""
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=min(ncol, len(handles)), **kw)

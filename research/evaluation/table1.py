@@ -24,7 +24,7 @@ from research.agent.summary import table1 as _table1
 
 from .audit import Audit
 from .kernelbench import KernelBenchNotFound, ProblemIndex
-from .labels import fp32_tolerance, labels
+from .labels import fp32_tolerance, labels, level_label
 
 MODES = ("eager", "compile", "max-autotune")
 _LEVEL = re.compile(r"level[_\- ]?(\d+)", re.I)
@@ -213,7 +213,7 @@ def format_table1_report(report: dict[str, Any]) -> str:
         head += "".join(f"{'>' + m[:8]:>10}" for m in modes) + "".join(f"{'gm ' + m[:7]:>11}" for m in modes)
         lines.append(head)
         for key, row in [("overall", table["overall"]), *table["levels"].items()]:
-            label = key if key in ("overall", "all") else f"L{key}"
+            label = level_label(key)
             line = f"{label:<9}{row['tasks']:>6}{fmt(row['pass_rate']):>8}"
             line += f"{fmt(row['pass_rate_best_of']):>8}" if best else ""
             line += "".join(f"{fmt(row[f'faster_than_{m}']):>10}" for m in modes)

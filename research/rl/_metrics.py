@@ -80,11 +80,43 @@ def _plain(v):
         return str(v)
 
 
-def plot_curves(metrics_path, out_png, keys=None, *, title: str | None = None) -> Path | None:
-    """One panel per numeric metric (or per ``keys``) against the step; None when there is nothing."""
+PANELS = 6  # curves per figure: more are unreadable; the rest go to further pages (<stem>_2.png, ...)
+
+
+def curve_figures(rows: list[dict], keys: list[str], title: str | None = None) -> list:
+    """Pages of at most ``PANELS`` panels, one per metric against the step (whole-number step ticks; a
+    metric logged at one step drawn as a marker)."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    figs = []
+    pages = [keys[i : i + PANELS] for i in range(0, len(keys), PANELS)]
+    for n, page in enumerate(pages, 1):
+        cols = min(3, len(page))
+        nrows = -(-len(page) // cols)
+        fig = plt.figure(figsize=(4 * cols, 2.8 * nrows))
+        for i, key in enumerate(page):
+            ax = fig.add_subplot(nrows, cols, i + 1)
+            pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1.2, marker="o" if len(pts) == 1 else None)
+            ax.set_title(key, fontsize=9)
+            ax.set_xlabel("step", fontsize=8)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.grid(alpha=0.3)
+        if title:
+            fig.suptitle(title + (f" ({n}/{len(pages)})" if len(pages) > 1 else ""))
+        fig.tight_layout()
+        figs.append(fig)
+    return figs
+
+
+def plot_curves(metrics_path, out_png, keys=None, *, title: str | None = None) -> Path | None:
+    """One panel per numeric metric (or per ``keys``) against the step, ``PANELS`` per page: ``out_png``,
+    then ``<stem>_2.png``, ... (pages a longer earlier run left are removed). Returns the first page; None
+    when there is nothing to draw."""
     import matplotlib.pyplot as plt
 
     rows = read_metrics(metrics_path)
@@ -95,21 +127,15 @@ def plot_curves(metrics_path, out_png, keys=None, *, title: str | None = None) -
     keys = [k for k in keys if any(isinstance(r.get(k), int | float) for r in rows)]
     if not keys:
         return None
-    cols = min(4, len(keys))
-    nrows = -(-len(keys) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 2.8 * nrows), squeeze=False)
-    for ax, key in zip(axes.ravel(), keys):
-        pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1.2)
-        ax.set_title(key, fontsize=9)
-        ax.grid(alpha=0.3)
-    for ax in axes.ravel()[len(keys) :]:
-        ax.axis("off")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
+    figs = curve_figures(rows, keys, title)
+    page = lambda n: out_png if n == 1 else out_png.with_name(f"{out_png.stem}_{n}{out_png.suffix}")  # noqa: E731
+    for n, fig in enumerate(figs, 1):
+        fig.savefig(page(n), dpi=100)
+        plt.close(fig)
+    n = len(figs) + 1
+    while page(n).is_file():
+        page(n).unlink()
+        n += 1
     return out_png

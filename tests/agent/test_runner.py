@@ -120,7 +120,7 @@ def test_config_errors_are_one_line():
         make_policy(PolicyConfig(name="openai"))
     with pytest.raises(ValueError, match="policy must be one of"):
         PolicyConfig(name="gpt")
-    with pytest.raises(FileNotFoundError, match="policy.script .* does not exist"):
+    with pytest.raises(FileNotFoundError, match="policy.script=.*: no such file"):
         make_policy(PolicyConfig(name="scripted", script="/nonexistent.json"))
     with pytest.raises(ValueError, match="agent.mode must be one of"):
         AgentConfig(mode="multi")

@@ -407,6 +407,27 @@ def test_finished_stages_are_skipped_and_a_changed_stage_reruns(smoke_run):
     assert [r["step"] for r in rl.read_metrics(out / "ppo")] == [1, 2, 3]
 
 
+def test_an_rft_stage_that_accepts_nothing_says_why(smoke_run, tmp_path):
+    """RFT from the smoke run's warm-up with a filter no episode passes: the stage learns nothing, hands the
+    warm-up actor on, and its console line says why (what was sampled and why each episode was rejected)
+    instead of an empty metrics dict."""
+    out, cfg, ms, _ = smoke_run
+    strict = tiny_pipeline(tmp_path, stage="rft", init=str(out / "warmup" / "manifest.json"))
+    strict.rft.rollout_batches = 1
+    strict.rft.filters = dataclasses.replace(LENIENT, min_reward=100.0)  # above every reward
+    got = pl.run_pipeline(strict, judge=RuleJudge())["rft"]
+    assert got.step == 0 and got.metrics == {} and got.actor == ms["warmup"].actor
+    assert got.extra["reason"] == "no trajectory accepted" and got.extra["rejected/total"] == 8
+    line = pl.stage_line("rft", got)
+    n = int(got.extra["rejected/reward_too_low"])
+    assert line == (
+        "rft       step    0  learned nothing: no trajectory accepted (0 of 8 sampled trajectories "
+        f"accepted; rejected: reward_too_low {n}); the previous stage's actor goes on unchanged"
+    )
+    assert n == 8  # lenient otherwise: every episode falls to the reward threshold alone
+    assert pl.stage_line("warmup", ms["warmup"]).startswith("warmup    step    2  {'")
+
+
 def test_time_budget_truncates_cleanly(tmp_path):
     cfg = tiny_pipeline(tmp_path, time_budget_s=0.0)
     cfg.pretrain.steps = 3

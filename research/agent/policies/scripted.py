@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..actions import Action, ToolCall
+from ..config import AgentConfigError
 from .base import Policy, PolicyEpisode
 
 
@@ -53,11 +54,11 @@ class ScriptedPolicy(Policy):
     def from_file(cls, path: str | Path) -> ScriptedPolicy:
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"policy.script {path} does not exist")
+            raise FileNotFoundError(f"policy.script={path}: no such file")
         try:
             return cls(json.loads(path.read_text()))
         except ValueError as exc:
-            raise ValueError(f"policy.script {path} is not valid JSON: {exc}") from None
+            raise AgentConfigError(f"policy.script={path}: not valid JSON: {exc}") from None
 
     def start(self, task_id, messages, tools):
         steps = self.script

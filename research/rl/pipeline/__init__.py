@@ -33,7 +33,7 @@ from .filters import (
     rejection_reason,
     rft_filter,
 )
-from .manifest import Manifest, config_hash
+from .manifest import Manifest, config_hash, stage_line
 from .observations import OBS_TOKENS, TOY_VOCAB, observation_tokens, speed_bucket, toy_tokenizer
 from .pipeline import run_pipeline
 from .pretrain import PretrainConfig, encode_corpus, pretrain
@@ -84,5 +84,6 @@ __all__ = [
     "run_value",
     "run_warmup",
     "speed_bucket",
+    "stage_line",
     "toy_tokenizer",
 ]

@@ -202,6 +202,7 @@ def _plot(results: dict, work: Path, out: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for run in results["runs"]:
@@ -220,9 +221,14 @@ def _plot(results: dict, work: Path, out: Path) -> None:
     for ax, key in zip(axes, ("training reward_mean", "training faster_eager", "RFT nll")):
         ax.set_title(key)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if ax.get_legend_handles_labels()[0]:  # beside the curves, not on them
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3)
+        else:
+            ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=100)
+    fig.savefig(out / "curves.png", dpi=100, bbox_inches="tight")  # the legends sit below
     plt.close(fig)
     evals = results.get("eval", {})
     if evals:
@@ -231,13 +237,14 @@ def _plot(results: dict, work: Path, out: Path) -> None:
         for ax, key in zip(axes, ("pass_rate", "faster_eager", "faster_compile")):
             for k, split in enumerate(("test", "heldout_category")):
                 ys = [evals[lab].get(split, {}).get(key, 0.0) for lab in labels]
-                ax.bar([i + 0.4 * k for i in range(len(labels))], ys, width=0.4, label=split)
+                name = "held-out category" if split == "heldout_category" else split
+                ax.bar([i + 0.4 * k for i in range(len(labels))], ys, width=0.4, label=name)
             ax.set_xticks([i + 0.2 for i in range(len(labels))], labels, rotation=30, fontsize=7)
             ax.set_title(f"held-out {key}")
             ax.set_ylim(0, 1)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
         fig.tight_layout()
-        fig.savefig(out / "eval.png", dpi=100)
+        fig.savefig(out / "eval.png", dpi=100, bbox_inches="tight")
         plt.close(fig)
 
 

@@ -67,3 +67,26 @@ class Manifest:
         except FileNotFoundError:
             return None
         return m if m.config_hash == expected_hash else None
+
+
+def stage_line(name: str, m: Manifest) -> str:
+    """One console line for a finished stage: its step and scalar metrics; for a stage that learned nothing
+    (RFT accepting no trajectory, or turned off) why, and what it sampled and rejected, instead of ``{}``."""
+    head = f"{name:9s} step {m.step:4d}  "
+    reason = m.extra.get("reason")
+    if not reason:
+        scalars = {k: v for k, v in m.metrics.items() if not isinstance(v, dict)}
+        return head + (str(scalars) if scalars else "no metrics (the stage ended before its first step)")
+    sampled = m.extra.get("sampled")
+    accepted = m.extra.get("accepted")
+    kept = len(accepted) if isinstance(accepted, list) else accepted
+    rejected = {
+        k.split("/", 1)[1]: int(v)
+        for k, v in m.extra.items()
+        if k.startswith("rejected/") and k != "rejected/total" and v
+    }
+    parts = [f"{kept} of {sampled} sampled trajectories accepted"] if sampled is not None else []
+    if rejected:
+        parts.append("rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())))
+    detail = f" ({'; '.join(parts)})" if parts else ""
+    return f"{head}learned nothing: {reason}{detail}; the previous stage's actor goes on unchanged"
