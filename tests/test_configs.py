@@ -84,6 +84,7 @@ def test_every_group_option_composes(entry, group, option):
 
 
 @pytest.mark.parametrize("sweep", sorted(p.stem for p in (CONF / "sweep").glob("*.yaml")))
+@pytest.mark.slow  # ~35 s on 2 loaded cores (tests/_tiers.py)
 def test_every_sweep_preset_composes(sweep):
     text = (CONF / "sweep" / f"{sweep}.yaml").read_text()
     root = next(

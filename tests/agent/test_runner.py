@@ -126,6 +126,7 @@ def test_config_errors_are_one_line():
         AgentConfig(mode="multi")
 
 
+@pytest.mark.integration  # a subprocess or sandbox worker, ~15 s
 def test_hydra_entry_point_scripted_cpu(tmp_path):
     root = _tasks(tmp_path)
     script = script_file(tmp_path, [write_call(), {"name": "submit"}])

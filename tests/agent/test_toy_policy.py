@@ -104,6 +104,7 @@ def test_toy_policy_episodes_through_the_agent_loop(tmp_path, sandbox, monkeypat
     assert observed, "no episode's first plan was benchmarked and observed"
 
 
+@pytest.mark.integration  # a subprocess or sandbox worker, ~42 s
 def test_make_demo_command_on_two_tasks(tmp_path):
     out = tmp_path / "run"
     cmd = [

@@ -115,6 +115,7 @@ def test_decontamination_drops_the_plant_and_names_the_eval_problem(full_run):
     assert manifest["decontamination"]["ran"] and manifest["decontamination"]["eval_problems"] == 1
 
 
+@pytest.mark.slow  # ~16 s on 2 loaded cores (tests/_tiers.py)
 def test_interrupt_then_resume_gives_the_same_dataset(full_run):
     cfg, _, _, tmp = full_run
     other = dataclasses.replace(cfg, out_dir=str(tmp / "b"))
@@ -166,6 +167,7 @@ class FakeSandbox:
         }
 
 
+@pytest.mark.slow  # ~12 s on 2 loaded cores (tests/_tiers.py)
 def test_duplicates_are_dropped_and_gpu_window_applies(tmp_path):
     keep = {"relu"}
     mix = MixConfig(
@@ -185,6 +187,7 @@ def test_duplicates_are_dropped_and_gpu_window_applies(tmp_path):
     assert manifest["runtime"]["gpus"] == ["FakeGPU"]
 
 
+@pytest.mark.integration  # the entry point in a subprocess
 def test_cli_entry_point(tmp_path):
     out = tmp_path / "cli"
     cmd = [

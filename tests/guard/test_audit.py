@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 import torch
 
 from kernels_env.cli import main as cli
@@ -68,6 +69,7 @@ def test_broken_and_oversized_problems(tmp_path):
     assert big.status == "skipped"
 
 
+@pytest.mark.slow  # ~8 s on 2 loaded cores (tests/_tiers.py)
 def test_cli_json_and_table(capsys):
     assert cli(["audit", "--problems", DEGENERATE, "--json", "--seeds", "2"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -39,6 +39,7 @@ def _turn(sampler, prompt, seed=0, caches=None):
     return out, prompt + out.response_ids(0)
 
 
+@pytest.mark.slow  # ~36 s on 2 loaded cores (tests/_tiers.py)
 def test_continued_logits_equal_full_forward(sampler):
     prompt = _ids(0, 21)
     out, ctx = _turn(sampler, prompt)
@@ -53,6 +54,7 @@ def test_continued_logits_equal_full_forward(sampler):
     np.testing.assert_allclose(fresh, full, atol=ATOL, rtol=0)
 
 
+@pytest.mark.slow  # ~41 s on 2 loaded cores (tests/_tiers.py)
 def test_three_turns_match_fresh_prefill_and_prefill_only_new_tokens(sampler):
     ctx, caches = _ids(2, 30), None
     for turn in range(3):
@@ -66,6 +68,7 @@ def test_three_turns_match_fresh_prefill_and_prefill_only_new_tokens(sampler):
         caches = cont.caches
 
 
+@pytest.mark.slow  # ~91 s on 2 loaded cores (tests/_tiers.py)
 def test_mixed_batch_rows_from_different_calls(sampler):
     a_out, a = _turn(sampler, _ids(3, 12), seed=1)
     b_out, b = _turn(sampler, _ids(4, 40), seed=2)  # another call, another prompt bucket

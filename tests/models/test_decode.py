@@ -93,6 +93,7 @@ def test_decode_config_validation_and_options():
     ],
     ids=["default", "3_steps", "pallas", "fused_2_steps"],
 )
+@pytest.mark.slow  # ~62 s on 2 loaded cores (tests/_tiers.py)
 def test_decode_variants_reproduce_the_original_program(run, decode):
     # Sampling (top-k, top-p's conditional inside the loop) once; the other variants change only the model.
     for config in (GREEDY, SAMPLED) if decode == models.DecodeConfig() else (GREEDY,):
@@ -152,6 +153,7 @@ def _fused_reference(y, positions, inv_freq, kc, vc, kv_start, index, n):
     ("dtype", "batch", "heads", "kv_heads", "head_dim", "cache_len"),
     [(jnp.float32, 3, 14, 2, 64, 192), (jnp.bfloat16, 2, 8, 1, 128, 64)],
 )
+@pytest.mark.slow  # ~9 s on 2 loaded cores (tests/_tiers.py)
 def test_fused_kernel_matches_rope_cache_update_and_attention(
     dtype, batch, heads, kv_heads, head_dim, cache_len
 ):

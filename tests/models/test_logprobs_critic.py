@@ -50,6 +50,7 @@ def test_chunked_logprobs_and_entropy_match_full_softmax(policy, tokens):
     np.testing.assert_allclose(np.asarray(ent), -(np.exp(ref_lsm) * ref_lsm).sum(-1), atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow  # ~14 s on 2 loaded cores (tests/_tiers.py)
 def test_chunked_gradients_match_unchunked(policy, tokens):
     weights = jnp.asarray(np.random.RandomState(1).randn(B, T - 1), jnp.float32)
 
@@ -103,6 +104,7 @@ def test_critic_from_policy(policy, tokens):
     assert np.array_equal(np.asarray(policy.model.final_norm[...]), before)
 
 
+@pytest.mark.slow  # ~8 s on 2 loaded cores (tests/_tiers.py)
 def test_critic_never_computes_vocabulary_logits(policy, tokens):
     critic = models.Critic.from_policy(policy)
     graphdef, state = nnx.split(critic)

@@ -63,6 +63,7 @@ def _right_padded(seqs, length=48):
     return jnp.asarray(out)
 
 
+@pytest.mark.slow  # ~10 s on 2 loaded cores (tests/_tiers.py)
 def test_logprobs_equal_forward_pass(sampler, tok):
     out = sampler.generate(_prompts(tok), SAMPLED, seed=7)
     model = nnx.merge(sampler.graphdef, sampler.state)
@@ -78,6 +79,7 @@ def test_logprobs_equal_forward_pass(sampler, tok):
         np.testing.assert_allclose(out.logprobs[i, :n], ref, atol=2e-5, rtol=0)
 
 
+@pytest.mark.slow  # ~8 s on 2 loaded cores (tests/_tiers.py)
 def test_greedy_is_argmax_and_independent_of_batch_companions(sampler, tok):
     batch = sampler.generate(_prompts(tok), GREEDY)
     model = nnx.merge(sampler.graphdef, sampler.state)
@@ -207,6 +209,7 @@ def _keep(logits, top_p, top_k, candidates):
 
 
 @pytest.mark.parametrize(("top_k", "top_p"), [(0, 0.9), (5, 1.0), (20, 0.6), (0, 0.999), (3, 0.2)])
+@pytest.mark.slow  # ~8 s on 2 loaded cores (tests/_tiers.py)
 def test_topk_topp_masks_match_numpy(top_k, top_p):
     rng = np.random.RandomState(top_k + int(100 * top_p))
     logits = (3 * rng.randn(6, 300)).astype(np.float32)

@@ -31,6 +31,7 @@ def max_rel(a, b):
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean"])
+@pytest.mark.slow  # ~38 s on 2 loaded cores (tests/_tiers.py)
 def test_grad_accumulation_equals_full_batch(batch, aggregation):
     actor, critic = tiny_models()
     cfg = lambda n: rl.LearnerConfig(micro_batches=n, loss=rl.LossConfig(aggregation=aggregation))
@@ -54,6 +55,7 @@ def test_grad_accumulation_equals_full_batch(batch, aggregation):
         np.testing.assert_allclose(m4[k], m1[k], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow  # ~48 s on 2 loaded cores (tests/_tiers.py)
 def test_rft_nll_masks_observation_tokens(batch):
     actor, _ = tiny_models(seed=3)
     learner = rl.Learner(rl.LearnerConfig(), actor, None)
@@ -91,6 +93,7 @@ def test_rft_nll_masks_observation_tokens(batch):
     assert nll[-1] < nll[0] - 0.1
 
 
+@pytest.mark.slow  # ~46 s on 2 loaded cores (tests/_tiers.py)
 def test_ppo_first_update_is_on_policy_and_updates_improve_the_surrogate(batch):
     actor, critic = tiny_models(seed=5)
     cfg = rl.LearnerConfig(
@@ -116,6 +119,7 @@ def test_ppo_first_update_is_on_policy_and_updates_improve_the_surrogate(batch):
     assert int(learner.state.step) == 5
 
 
+@pytest.mark.slow  # ~46 s on 2 loaded cores (tests/_tiers.py)
 def test_kl_penalties_are_wired(batch):
     actor, _ = tiny_models(seed=7)
     ref, _ = tiny_models(seed=8)
@@ -150,6 +154,7 @@ def test_kl_penalties_are_wired(batch):
         rl.Learner(rl.LearnerConfig(loss=rl.LossConfig(kl_penalty="k3_loss")), actor, None)
 
 
+@pytest.mark.slow  # ~32 s on 2 loaded cores (tests/_tiers.py)
 def test_value_pretraining_raises_explained_variance(batch):
     _, critic = tiny_models(seed=9)
     cfg = rl.LearnerConfig(critic=rl.OptimConfig(lr=3e-3), loss=rl.LossConfig(value_clip=None))

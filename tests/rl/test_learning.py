@@ -67,6 +67,7 @@ def _pack(records, ro=RO):
     return batch
 
 
+@pytest.mark.slow  # ~70 s on 2 loaded cores (tests/_tiers.py)
 def test_the_cached_sampler_samples_with_the_updated_actor(runtime):
     rt = runtime
     cfg = dataclasses.replace(pl.PPOConfig().learner)
@@ -158,6 +159,7 @@ def _planted_batch(seed=0):
         ("demo_ppo", demo.demo_pipeline("/tmp/x", "c.jsonl").ppo.learner),
     ],
 )
+@pytest.mark.slow  # ~76 s on 2 loaded cores (tests/_tiers.py)
 def test_one_update_moves_log_probs_in_the_direction_of_the_advantage(name, learner):
     """Through the pipeline's learner settings, GRPO advantages (critic-free, so the sign of each row's
     advantage is known exactly): after one ``ppo_step`` rows of positive advantage gain log-prob, rows of

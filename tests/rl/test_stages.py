@@ -259,6 +259,7 @@ def test_manifest_round_trip_and_hash_chain(tmp_path):
 
 
 # --- pretraining loss against numpy ---
+@pytest.mark.slow  # ~15 s on 2 loaded cores (tests/_tiers.py)
 def test_pretraining_loss_matches_numpy_and_decreases(toy_tasks, tmp_path):
     from research.rl.pipeline.pretrain import _nll
 
@@ -289,6 +290,7 @@ def test_pretraining_loss_matches_numpy_and_decreases(toy_tasks, tmp_path):
     assert [r["step"] for r in rows] == [20, 40] and last["nll"] < 0.6 * float(got_nll)
 
 
+@pytest.mark.slow  # ~100 s on 2 loaded cores (tests/_tiers.py)
 def test_grammar_smoothing_loss_matches_numpy_and_gives_fusion_probability(toy_tasks, tmp_path):
     """The grammar-aware smoothing: its loss against a float64 reference built from ``legal_moves`` one
     prefix at a time (not from ``legal_targets``' table), and pretraining with it gives the never-seen
@@ -361,6 +363,7 @@ def smoke_run(tmp_path_factory):
     return out, cfg, manifests, judge
 
 
+@pytest.mark.slow  # ~190 s on 2 loaded cores (tests/_tiers.py)
 def test_pipeline_runs_every_stage_and_hands_over_checkpoints(smoke_run):
     out, cfg, ms, judge = smoke_run
     assert list(ms) == ["pretrain", "warmup", "rft", "value", "ppo"]
@@ -396,6 +399,7 @@ def test_pipeline_runs_every_stage_and_hands_over_checkpoints(smoke_run):
     assert set(summary["stages"]) == set(ms) and not summary["truncated"]
 
 
+@pytest.mark.slow  # ~31 s on 2 loaded cores (tests/_tiers.py)
 def test_finished_stages_are_skipped_and_a_changed_stage_reruns(smoke_run):
     out, cfg, ms, _ = smoke_run
     again = pl.run_pipeline(cfg, judge=RuleJudge())
@@ -428,6 +432,7 @@ def test_an_rft_stage_that_accepts_nothing_says_why(smoke_run, tmp_path):
     assert pl.stage_line("warmup", ms["warmup"]).startswith("warmup    step    2  {'")
 
 
+@pytest.mark.slow  # ~16 s on 2 loaded cores (tests/_tiers.py)
 def test_time_budget_truncates_cleanly(tmp_path):
     cfg = tiny_pipeline(tmp_path, time_budget_s=0.0)
     cfg.pretrain.steps = 3
@@ -437,6 +442,7 @@ def test_time_budget_truncates_cleanly(tmp_path):
     assert set(summary["skipped"]) == {"warmup", "rft", "value", "ppo"}
 
 
+@pytest.mark.slow  # ~61 s on 2 loaded cores (tests/_tiers.py)
 def test_a_kl_penalty_is_to_the_stage_s_starting_policy(tmp_path):
     """With a KL penalty the warm-up's learner gets the pretrained actor as its frozen reference: its first
     rollout batch is sampled by that same policy, so the reference KL starts at ~0 and grows as it learns."""
@@ -452,6 +458,7 @@ def test_a_kl_penalty_is_to_the_stage_s_starting_policy(tmp_path):
 
 
 # --- every stage on a tiny random Qwen2 Hugging Face checkpoint (model=hf) ---
+@pytest.mark.slow  # ~186 s on 2 loaded cores (tests/_tiers.py)
 def test_every_stage_runs_on_a_tiny_hf_qwen2(tmp_path):
     torch = pytest.importorskip("torch")
     from hydra import compose, initialize_config_dir
@@ -576,6 +583,7 @@ def test_demo_runs_the_full_pipeline_and_the_ablations_and_writes_at_most_8_file
     assert json.loads((out / "results.json").read_text())["runs"].keys() == res["runs"].keys()
 
 
+@pytest.mark.slow  # ~166 s on 2 loaded cores (tests/_tiers.py)
 def test_demo_standalone_ablation_and_sigterm_keep_what_finished(tmp_path, monkeypatch):
     """--standalone runs an ablation from scratch (its own pretraining, no full run); a SIGTERM arriving
     mid-run (the outer timeout of a GPU call) leaves results.json with every stage that finished and its

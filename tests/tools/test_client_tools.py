@@ -170,6 +170,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @needs_nvcc
+@pytest.mark.integration  # a subprocess or sandbox worker, ~22 s
 def test_cli_compile_and_roofline(tmp_path):
     ws = workspace(tmp_path)
     cache = ["--cache-dir", str(tmp_path / "cache")]

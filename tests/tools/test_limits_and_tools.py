@@ -212,6 +212,7 @@ def test_profile_reports_where_the_candidate_fails_to_import(tmp_path):
     assert r["diagnostic"]["line"] == 3 and "Traceback" in r["text"]
 
 
+@pytest.mark.integration  # a subprocess or sandbox worker, ~8 s
 def test_profiling_target_runs_reference_then_candidate_on_cpu(tmp_path):
     sol = tmp_path / "sol.py"
     sol.write_text(
@@ -246,6 +247,7 @@ def test_profiling_target_runs_reference_then_candidate_on_cpu(tmp_path):
     assert status["diagnostic"]["line"] == 1
 
 
+@pytest.mark.integration  # a subprocess or sandbox worker, ~12 s
 def test_cheap_profile_in_a_fresh_process(tmp_path):
     """On a GPU the cheap profile runs in ``_target --mode events`` (CUPTI never attaches to a worker); the
     same path on CPU: results come back, and a candidate that does not import is a diagnostic."""

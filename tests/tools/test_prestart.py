@@ -119,6 +119,7 @@ def _gone(pids: list[int]) -> bool:
     return not any(running(p) for p in pids)
 
 
+@pytest.mark.integration  # a subprocess or sandbox worker, ~27 s
 def test_second_call_runs_in_the_prestarted_process_with_the_cold_results(prestart, args, monkeypatch):
     monkeypatch.setenv(_prestart.ENABLE_ENV, "0")
     cold = _events(args)
@@ -143,6 +144,7 @@ def test_second_call_runs_in_the_prestarted_process_with_the_cold_results(presta
     assert run.prestarted and run.result.returncode == 0 and json.loads(result.read_text())["pid"] == waiting
 
 
+@pytest.mark.integration  # a subprocess or sandbox worker, ~36 s
 def test_a_killed_or_stale_prestarted_process_is_replaced(prestart, args, monkeypatch, tmp_path):
     _events(args)
     os.kill(prestart.ready.proc.pid, signal.SIGKILL)
@@ -163,6 +165,7 @@ def test_a_killed_or_stale_prestarted_process_is_replaced(prestart, args, monkey
     assert not _events(args)["target_prestarted"] and _gone(_tree(stale.proc.pid) or [stale.proc.pid])
 
 
+@pytest.mark.integration  # a subprocess or sandbox worker, ~14 s
 def test_ncu_mode_prestarted_matches_cold_and_gets_a_fresh_timeout(prestart, args, fake_ncu, monkeypatch):
     from kernels_env.judge import hygiene
 

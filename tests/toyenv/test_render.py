@@ -82,6 +82,7 @@ def _variants(task: ToyTask) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow  # ~11 s on 2 loaded cores (tests/_tiers.py)
 def test_every_op_is_numerically_right_in_several_plans(tasks):
     cases, expected = [], {}
     covered: set[str] = set()
