@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .judge import assemble
+from .judge import assemble, race_probe
 from .judge.diagnostics import exception_line, truncate
 from .judge.sources import display_stem, input_hashes, read_source, source_hash
 from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
@@ -301,8 +301,22 @@ class SandboxClient:
                 note = "the candidate was judged; its baselines failed: no speedup and no reward"
                 result["messages"].append(message("note", note))
             durations["baselines"] = round(time.perf_counter() - t0, 3)
+        if race_probe.wants_probe(result, settings):
+            t0 = time.perf_counter()
+            race_probe.apply_probe(result, self._race_probe(ref, sol))
+            durations["race_probe"] = round(time.perf_counter() - t0, 3)
         assemble.add_reward(result, settings["reward"])
         return result
+
+    def _race_probe(self, ref: Source, sol: Source) -> dict[str, Any]:
+        """The sanitize tool's racecheck on this candidate (kernels_env.judge.race_probe): its response."""
+        from .runtime.tool_host import call_tool
+        from .tools import ToolLimits
+
+        args = {"tools": [race_probe.TOOL], "cache_dir": str(self.cache_dir)}
+        lim = ToolLimits.from_dict(None, "sanitize")
+        env = self._request_env(sol)
+        return call_tool(self._fleet, "sanitize", args, lim, ref, sol, env, time.perf_counter())
 
     def _compile_stage(self, request_id, ref, sol, workdir, env, durations) -> dict[str, Any]:
         timeout = self.config.compile_timeout_s
