@@ -25,9 +25,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .judge import assemble
+from .judge import assemble, race_probe
 from .judge.diagnostics import exception_line, truncate
 from .judge.sources import display_stem, input_hashes, read_source, source_hash
+from .rules import speed_of_light
 from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
 from .rules.protocols import resolve
@@ -91,6 +92,7 @@ class SandboxClient:
         self._baseline_seconds: list[float] = []  # run-worker seconds per measured baseline
         self._baseline_gpu_wait: list[float] = []  # of which waiting for the GPU lock (shared GPUs only)
         self._prefetching: set[tuple] = set()
+        self._rooflines: dict[str, dict[str, Any]] = {}  # reference hash -> the roofline tool's result
 
     # lifecycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> SandboxClient:
@@ -295,14 +297,50 @@ class SandboxClient:
             try:
                 assemble.add_timings(result, candidate, self._get_baselines(ref, settings))
                 assemble.note_shared_device(result, settings)
+                result["timings"]["speed_of_light"] = self._speed_of_light(ref, candidate)
             except (BrokenReference, JudgeFailure) as exc:  # judged, but no baseline: no speedup exists
                 status = REFERENCE_ERROR if isinstance(exc, BrokenReference) else JUDGE_ERROR
                 result.update(status=status, stage="timing", error=str(exc))
                 note = "the candidate was judged; its baselines failed: no speedup and no reward"
                 result["messages"].append(message("note", note))
             durations["baselines"] = round(time.perf_counter() - t0, 3)
+        if race_probe.wants_probe(result, settings):
+            t0 = time.perf_counter()
+            race_probe.apply_probe(result, self._race_probe(ref, sol))
+            durations["race_probe"] = round(time.perf_counter() - t0, 3)
         assemble.add_reward(result, settings["reward"])
         return result
+
+    def _speed_of_light(self, ref: Source, candidate: dict[str, Any]) -> dict[str, Any]:
+        """The task's roofline floor on this GPU (the ``roofline`` tool, once per reference) and the
+        candidate's achieved fraction of it (``kernels_env.rules.speed_of_light``); n/a in CPU mode."""
+        if self.device != "cuda":
+            return speed_of_light.record(None, None, self.device)
+        key = source_hash(ref)
+        roof = self._rooflines.get(key)
+        if roof is None:
+            from .runtime.tool_host import call_tool
+            from .tools import ToolLimits
+
+            args = {"cache_dir": str(self.cache_dir), "device_name": self.environment.get("gpu")}
+            env = {**self._cache_env(), "KERNELS_ENV_CUDA_ARCH": self.cuda_arch}
+            lim = ToolLimits.from_dict(None, "roofline")
+            resp = call_tool(self._fleet, "roofline", args, lim, ref, None, env, time.perf_counter())
+            roof = resp.get("result") or {"note": resp.get("error") or "the roofline tool gave no result"}
+            if resp.get("ok"):
+                with self._lock:
+                    self._rooflines[key] = roof
+        return speed_of_light.record(roof, candidate.get("median_ms"), self.device)
+
+    def _race_probe(self, ref: Source, sol: Source) -> dict[str, Any]:
+        """The sanitize tool's racecheck on this candidate (kernels_env.judge.race_probe): its response."""
+        from .runtime.tool_host import call_tool
+        from .tools import ToolLimits
+
+        args = {"tools": [race_probe.TOOL], "cache_dir": str(self.cache_dir)}
+        lim = ToolLimits.from_dict(None, "sanitize")
+        env = self._request_env(sol)
+        return call_tool(self._fleet, "sanitize", args, lim, ref, sol, env, time.perf_counter())
 
     def _compile_stage(self, request_id, ref, sol, workdir, env, durations) -> dict[str, Any]:
         timeout = self.config.compile_timeout_s

@@ -15,6 +15,7 @@ import builtins
 import json
 import math
 import os
+import statistics
 import sys
 import time
 import types
@@ -203,6 +204,7 @@ def _default_containers() -> list[tuple[str, Any]]:
         ("builtins", builtins),
         ("time", time),
         ("math", math),
+        ("statistics", statistics),  # the timing summary's median/quantiles (red-team patch_statistics_...)
         ("torch", torch),
         ("torch.nn.functional", F),
         ("torch.Tensor", torch.Tensor),

@@ -8,8 +8,9 @@ The timed calls run without interception (its overhead must not be timed), under
    answer launches no kernel (``no_custom_kernel``), PyTorch compute shows in the trace (``forbidden_op``);
    then threads, judge code, torch global state and the reference (``RequestGuard.after_timing``);
 3. two *unguarded* correctness re-checks: on fresh inputs (new storage, new values: a cache keyed on shapes
-   replays a stale answer) and on a timed input set refilled in place with new values (same pointers: a cache
-   keyed on data pointers replays a stale answer). A wrong answer is ``recheck_mismatch``;
+   replays a stale answer) and on a timed input set refilled in place with new values (same objects, pointers
+   and version counters: a cache keyed on any of them replays a stale answer). A wrong answer is
+   ``recheck_mismatch``;
 4. on a GPU the median time must not beat the roofline floor (``below_roofline``).
 
 Without timing (``time_candidate`` false) the same checks run on one input set. How many sets rotate is the
@@ -76,15 +77,23 @@ def run(req: JudgeRequest, model, run_ref) -> dict | None:
     between_phases(req)
     fresh = make_inputs(problem, fresh_seed(), "random", device)
     _recheck(req, model, fresh, "fresh inputs", run_ref)
-    fresh = make_inputs(problem, fresh_seed(), "random", device)
-    for old, new in zip(sets[0], fresh):
-        if isinstance(old, torch.Tensor):
-            old.copy_(new)  # same storage (same data pointers), new values
+    refill_in_place(sets[0], make_inputs(problem, fresh_seed(), "random", device))
     out = _recheck(req, model, sets[0], "a timed input set refilled in place", run_ref)
     if stats is not None and device.type == "cuda":
         roofline = functools.partial(guard.roofline, shared_by=s.device_shared_by)
         stats.update(call_candidate(roofline, stats["median_ms"], sets[0], out, **where))
     return stats
+
+
+def refill_in_place(old_set, new_set) -> None:
+    """New values into the tensors of ``old_set``, leaving everything a cache could key on as it was: the
+    objects, data pointers, shapes, strides and autograd version counters (written through ``.data``, whose
+    writes the version counter does not see; ``copy_`` bumps it, and a memo keyed on ``(id, _version)``
+    replayed a stale answer unseen: red-team ``replay_by_tensor_identity``, ``batch_and_skip``)."""
+    for old, new in zip(old_set, new_set):
+        if isinstance(old, torch.Tensor):
+            with torch.no_grad():
+                old.data.copy_(new)
 
 
 def _time(model, sets, s, device, guard: RequestGuard, where) -> dict[str, Any]:

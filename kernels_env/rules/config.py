@@ -94,6 +94,10 @@ class JudgeConfig:
     # when it is less than what the device has free; None: the device's free memory.
     memory_budget_gb: float | None = None
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile", "max-autotune"])
+    # compute-sanitizer racecheck on a correct GPU verdict (kernels_env.judge.race_probe): "top_tier" (only
+    # when the candidate beat every measured baseline by the reward's margin: where a race that passes under
+    # typical scheduling would be paid most), "always", or "off". One extra forward under the sanitizer.
+    race_check: str = "top_tier"
     timing: TimingConfig = field(default_factory=TimingConfig)
 
 

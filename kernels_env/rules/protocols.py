@@ -113,6 +113,7 @@ class JudgeSettings:
     # ``timing_lock``: every timed measurement then held the device alone (kernels_env.host.gpu_lock).
     device_shared_by: int = 1
     timing_lock: bool = False
+    race_check: str = "top_tier"  # JudgeConfig.race_check (kernels_env.judge.race_probe)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JudgeSettings:
@@ -174,9 +175,13 @@ def resolve(
         memory_budget_gb=judge.memory_budget_gb,
         device_shared_by=device_shared_by,
         timing_lock=timing_lock,
+        race_check=judge.race_check,
     )
     _check(settings)
     return settings.to_dict()
+
+
+RACE_CHECKS = ("off", "top_tier", "always")
 
 
 def _check(s: JudgeSettings) -> None:
@@ -191,6 +196,8 @@ def _check(s: JudgeSettings) -> None:
         raise ValueError(f"unknown input families {bad}; known: {FAMILIES}")
     if s.memory_budget_gb is not None and not s.memory_budget_gb > 0:
         raise ValueError(f"memory_budget_gb must be > 0 (or None), got {s.memory_budget_gb}")
+    if s.race_check not in RACE_CHECKS:
+        raise ValueError(f"race_check {s.race_check!r} is not one of {RACE_CHECKS}")
     if s.num_trials < 1:
         raise ValueError(f"num_trials must be >= 1, got {s.num_trials}")
     if s.device_shared_by < 1:

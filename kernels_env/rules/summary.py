@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import speed_of_light
 from .result import FAILURES, JUDGE_ERROR, REFERENCE_ERROR
 from .rewards import faster
 
@@ -93,6 +94,8 @@ def summarize(results: list[Mapping[str, Any]], problems: Iterable[str]) -> dict
         "geomean_speedup": {},
         "median_speedup": {},
         "mean_reward": _mean([r["reward"] for r in results if r.get("reward") is not None]),
+        # achieved fraction of the roofline floor (floor / candidate time), next to the speedups
+        "speed_of_light": speed_of_light.summarize(results),
         "pass_rate": _pass_rate(per_problem, problems, results, len(unverified)),
     }
     for mode in modes or ["eager"]:
@@ -290,9 +293,21 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         lines.append(f"fast_p, {rate['labels']['per_problem_best_of']}:")
         for mode, fp in summary["fast_p_best_of"].items():
             lines.append(f"{mode:<14}" + "".join(f"{fmt(v):>10}" for v in fp.values()))
+    sol = summary.get("speed_of_light")
+    if sol:
+        lines.append(_speed_of_light_line(sol))
     if summary.get("mean_reward") is not None:
         lines.append(f"mean reward: {summary['mean_reward']:.3f}")
     return "\n".join(lines)
+
+
+def _speed_of_light_line(sol: Mapping[str, Any]) -> str:
+    if not sol["count"]:
+        return f"speed of light: n/a ({sol['reason']})"
+    return (
+        f"speed of light: median {sol['median']:.1%}, geomean {sol['geomean']:.1%} of the roofline floor "
+        f"(floor time / candidate time; {sol['count']} correct solutions)"
+    )
 
 
 def _no_verdict_lines(summary: Mapping[str, Any]) -> list[str]:

@@ -25,7 +25,7 @@ def _verdict(i: int, r: dict[str, Any]) -> dict[str, Any]:
         "status": r.get("status"),
         "reward": r.get("reward"),
         "speedups": r.get("speedups") or {},
-        "timings": {"comparable": bool(r.get("comparable"))},
+        "timings": {"comparable": bool(r.get("comparable")), "speed_of_light": r.get("speed_of_light")},
     }
 
 
@@ -51,6 +51,10 @@ def _row(results: list[dict[str, Any]], modes: tuple[str, ...] = MODES) -> dict[
     for mode in modes:
         row[f"faster_than_{mode}"] = s["faster_than"].get(mode) if s["comparable"] else None
         row[f"geomean_vs_{mode}"] = s["geomean_speedup"].get(mode)
+    # achieved fraction of the roofline floor over correct solutions (kernels_env.rules.speed_of_light)
+    sol = s["speed_of_light"]
+    row["speed_of_light_median"], row["speed_of_light_geomean"] = sol["median"], sol["geomean"]
+    row["speed_of_light_count"], row["speed_of_light_reason"] = sol["count"], sol["reason"]
     row["mean_reward"] = s["mean_reward"]
     row["status_counts"] = dict(sorted(Counter(str(v["status"]) for v in verdicts).items()))
     row["end_reasons"] = dict(sorted(Counter(str(r.get("end_reason")) for r in results).items()))

@@ -87,6 +87,7 @@ def task_row(r: dict[str, Any]) -> dict[str, Any]:
         "reward": r.get("reward"),
         "speedups": r.get("speedups") or {},
         "comparable": bool((r.get("timings") or {}).get("comparable")),
+        "speed_of_light": (r.get("timings") or {}).get("speed_of_light"),
         "end_reason": None,
         MISSING: bool(r.get(MISSING)),
     }
@@ -211,6 +212,7 @@ def format_table1_report(report: dict[str, Any]) -> str:
         )
         head = f"{'subset':<9}{'tasks':>6}{'pass':>8}" + (f"{'best':>8}" if best else "")
         head += "".join(f"{'>' + m[:8]:>10}" for m in modes) + "".join(f"{'gm ' + m[:7]:>11}" for m in modes)
+        head += f"{'SoL med':>9}{'SoL gm':>8}"  # % of the roofline floor's time (floor / candidate time)
         lines.append(head)
         for key, row in [("overall", table["overall"]), *table["levels"].items()]:
             label = level_label(key)
@@ -218,6 +220,10 @@ def format_table1_report(report: dict[str, Any]) -> str:
             line += f"{fmt(row['pass_rate_best_of']):>8}" if best else ""
             line += "".join(f"{fmt(row[f'faster_than_{m}']):>10}" for m in modes)
             line += "".join(f"{gm(row[f'geomean_vs_{m}']):>11}" for m in modes)
+            line += f"{fmt(row['speed_of_light_median']):>9}{fmt(row['speed_of_light_geomean']):>8}"
             lines.append(line)
+        why = table["overall"]["speed_of_light_reason"]
+        if why:
+            lines.append(f"speed of light (SoL): n/a: {why}")
         lines.append(format_pass_rate(rates))
     return "\n".join(lines)

@@ -204,3 +204,22 @@ def test_tasks_without_a_result_count_as_failed():
     assert rep["overall"]["status_counts"]["no_solution"] == 2
     # geomeans stay over correct solutions only
     assert rep["levels"]["1"]["geomean_vs_eager"] == pytest.approx(_gm([2.0, 1.04, 4.0]))
+
+
+def test_table1_reports_speed_of_light_next_to_speedups():
+    """Median and geomean achieved fraction of the roofline floor per level, over correct solutions."""
+    rows = []
+    for problem, status, frac in (
+        ("1_a", "correct", 0.9),
+        ("2_b", "correct", 0.4),
+        ("3_c", "incorrect", 0.99),
+    ):
+        v = _verdict(problem, status, eager=1.5, compile_=1.2)
+        v["timings"]["speed_of_light"] = {"floor_ms": 0.01, "bound": "memory", "fraction": frac}
+        rows.append(v)
+    report = table1_report(rows, modes=("eager", "compile"))
+    overall = report["full"]["overall"]
+    assert overall["speed_of_light_median"] == pytest.approx(0.65)
+    assert overall["speed_of_light_geomean"] == pytest.approx(math.sqrt(0.9 * 0.4))  # 60.0%
+    text = format_table1_report(report)
+    assert "SoL med" in text and "65.0%" in text and "60.0%" in text

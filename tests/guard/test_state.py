@@ -90,3 +90,19 @@ def test_default_dtype_is_reported_as_global_state_not_tampering():
         assert [v.evidence["flag"] for v in state.violations()] == ["default_dtype"]
     finally:
         state.restore()
+
+
+def test_integrity_covers_the_statistics_the_timing_summary_uses():
+    """Patching ``statistics.median`` shrinks every reported median without touching a clock (red-team
+    ``patch_statistics_while_timed``): it is judge code too."""
+    import statistics
+
+    snap = Integrity.capture()
+    real = statistics.median
+    try:
+        statistics.median = lambda xs: 0.0
+        assert "statistics.median" in snap.changed()
+        assert snap.violations()[0].check == _checks.JUDGE_TAMPERED
+    finally:
+        snap.restore()
+    assert statistics.median is real and snap.changed() == []

@@ -10,6 +10,8 @@ legitimate solutions), ``family:NAME`` (``incorrect``: only that fatal adversari
 ``a|b`` when the file explains why either check may fire first. ``helpers=a.py,b.py`` makes the case a
 workspace: the solution becomes its ``model_new.py`` next to those helper modules (from this folder).
 ``phase=timing``: the attack acts in the timed calls, so the case is judged with timing on.
+``probe=race``: the case is judged with the race probe forced on (``JudgeConfig.race_check="always"``;
+compute-sanitizer racecheck, GPU only); every other case with it off.
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ GPU_RERUN_ATTACKS = {
     "attacks/memory_reuse",
     "attacks/nn_layer",
     "attacks/patch_clock_while_timed",
+    "attacks/replay_by_tensor_identity",
+    "attacks/batch_and_skip",
+    "attacks/geomean_collapse_empty_unwatched",
     "attacks/tf32_flip",
     "attacks/torch_compile",
 }  # not uninitialized_scratch: GPU arithmetic canonicalises the NaN payload (a NaN mismatch there)
@@ -61,6 +64,9 @@ def judge_for(case: Case) -> JudgeConfig:
         baselines=["eager"],
         timing=TIMING,
         families=[*DEFAULT_FAMILIES, *case.families],
+        # The race probe (compute-sanitizer racecheck) runs on its own cases (``probe=race``) only: the
+        # corpus checks verdicts, and the probe costs a sanitizer run per verdict.
+        race_check="always" if case.extra.get("probe") == "race" else "off",
     )
 
 
@@ -264,6 +270,16 @@ def _record(cases: list[Case], results: dict) -> None:
 def test_gpu_case(case, gpu_results):
     assert torch.cuda.is_available()
     check_result(case, gpu_results[case.id], strict_families=False)
+
+
+@pytest.mark.gpu
+def test_the_race_probe_ran_clean_on_the_barrier_twin(gpu_results):
+    """``legit/shared_memory_barrier_cupy`` (the race's twin with ``__syncthreads``): racecheck ran and found
+    nothing; the racy twin is rejected as ``shared_memory_race`` (its own case)."""
+    probe = gpu_results["legit/shared_memory_barrier_cupy"].get("race_probe")
+    assert probe is not None and probe["status"] == "ran" and probe["clean"] is True, probe
+    racy = gpu_results["attacks/shared_memory_race_cupy"]
+    assert racy["race_probe"]["hazards"] >= 1, racy.get("race_probe")
 
 
 # 100 dependent elementwise steps in eager PyTorch: 100 kernel launches for what one kernel computes.

@@ -79,3 +79,42 @@ def test_not_run_results_are_left_out():
     assert s["fast_p"]["eager"]["0"] == pytest.approx(1 / 2)  # A (its verified solution) correct, C not
     assert s["status_counts"]["not_run"] == 2 and s["num_solutions"] == 4
     assert "not_run:  2" in format_summary(s)
+
+
+def _sol(problem, status, fraction, comparable=True):
+    out = r(problem, f"{problem}.py", status, eager=2.0, comparable=comparable)
+    out["timings"]["speed_of_light"] = (
+        {"floor_ms": 0.002, "bound": "memory", "fraction": fraction} if comparable else
+        {"fraction": None, "reason": "CPU mode: no GPU roofline (timings are not comparable)"}
+    )  # fmt: skip
+    return out
+
+
+def test_speed_of_light_fraction_hand_computed():
+    """The verdict's record from a known floor and a known time: 8 MB at 4000 GB/s = 2.0 us (memory-bound:
+    2**20 FLOPs at 50 TFLOP/s is 0.021 us); a candidate at 2.5 us reaches 2.0 / 2.5 = 80%."""
+    from kernels_env.rules.speed_of_light import CPU_REASON, fraction, record
+    from kernels_env.tools._roofline import floor
+
+    counts = {"matmul_flops": 0, "other_flops": 2**20, "compulsory_bytes": 8e6, "matmul_dtype": None}
+    ceilings = {"source": "measured", "dram_gbps": 4000, "tflops": {"fp32": 50}}
+    roof = {"floor": floor(counts, ceilings), "ceilings": ceilings}
+    rec = record(roof, 0.0025, "cuda")
+    assert rec["floor_ms"] == pytest.approx(0.002) and rec["bound"] == "memory"
+    assert rec["fraction"] == pytest.approx(0.8) and rec["ceilings"] == "measured"
+    assert fraction(0.002, 0.0) is None and fraction(None, 1.0) is None
+    assert record(roof, 0.0025, "cpu") == {"fraction": None, "reason": CPU_REASON}
+    assert record({"note": "no GPU"}, 0.0025, "cuda") == {"fraction": None, "reason": "no GPU"}
+
+
+def test_summary_reports_speed_of_light_over_correct_solutions():
+    results = [_sol("a", "correct", 0.8), _sol("b", "correct", 0.5), _sol("c", "correct", 0.2)]
+    results.append(_sol("d", "incorrect", 0.9))  # a wrong answer's speed is no speed of light
+    sol = summarize(results, ["a", "b", "c", "d"])["speed_of_light"]
+    assert sol["count"] == 3 and sol["median"] == pytest.approx(0.5)
+    assert sol["geomean"] == pytest.approx((0.8 * 0.5 * 0.2) ** (1 / 3))  # 43.1%
+    text = format_summary(summarize(results, ["a", "b", "c", "d"]))
+    assert "speed of light: median 50.0%, geomean 43.1% of the roofline floor" in text
+    cpu = summarize([_sol("a", "correct", None, comparable=False)], ["a"])
+    assert cpu["speed_of_light"]["count"] == 0 and cpu["speed_of_light"]["reason"].startswith("CPU mode")
+    assert "speed of light: n/a (CPU mode" in format_summary(cpu)

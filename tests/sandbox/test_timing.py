@@ -77,3 +77,23 @@ def test_request_profiler_is_optional_and_never_fatal(tmp_path, monkeypatch):
     blocker.write_text("")
     monkeypatch.setenv(worker.PROFILE_DIR, str(blocker / "prof"))  # a directory cannot be made under a file
     assert worker._request_profiler() is None
+
+
+def test_the_recheck_refill_changes_values_and_nothing_a_cache_can_key_on():
+    """The re-check's in-place refill (red-team ``replay_by_tensor_identity``, ``batch_and_skip``): new values
+    in the same objects, storage, strides and autograd version counter. ``copy_`` would bump the version,
+    which a memo keyed on ``(id(x), x._version)`` reads to know its answer went stale."""
+    import torch
+
+    from kernels_env.judge.timed_checks import refill_in_place
+
+    x = torch.rand(4, 6)[:, ::2]  # a strided view: the refill writes through its strides
+    old = (id(x), x.data_ptr(), x.stride(), x._version)
+    new = torch.rand(4, 3) + 2.0
+    refill_in_place([x, 3], [new, 5])
+    assert torch.equal(x, new)
+    assert (id(x), x.data_ptr(), x.stride(), x._version) == old
+    y = torch.rand(3)
+    version = y._version
+    y.copy_(torch.ones(3))  # the mechanism the refill avoids
+    assert y._version != version
