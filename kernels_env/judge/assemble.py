@@ -135,6 +135,8 @@ def verdict(
         "guard_enforced": bool(report.get("guard_enforced", False)),
         "memory_plan": plan if isinstance(plan, dict) else None,
     }
+    if isinstance(report.get("memory_estimate"), dict):  # insufficient_memory: what the judge estimated
+        result["judge"]["memory_estimate"] = report["memory_estimate"]
     return result
 
 
