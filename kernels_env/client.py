@@ -527,6 +527,8 @@ def _screen_compile(report: Any) -> dict[str, Any]:
         return {"problem_error": report["problem_error"], "stage": "compile"}
     if report.get("judge_error"):
         return assemble.judge_error("compile", str(report["judge_error"]), str(report.get("traceback", "")))
+    if report.get("toolchain_missing"):  # said by the compile worker before any candidate code ran
+        return assemble.toolchain_missing(report["toolchain_missing"], report.get("backends"))
     if report.get("status") not in assemble.COMPILE_STATUSES:
         return assemble.forged("compile", f"the compile stage reported status {report.get('status')!r}")
     return report

@@ -56,6 +56,8 @@ FAST_MODULES = (
     "tests/sandbox/test_conditioning.py",
     "tests/sandbox/test_loader.py",
     "tests/sandbox/test_cache.py",
+    "tests/sandbox/test_preflight.py",
+    "tests/sandbox/test_toolchains.py",
 )
 E2E_MODULES = (
     "tests/sandbox/test_soak.py",

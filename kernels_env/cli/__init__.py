@@ -5,7 +5,8 @@ Adding one is one line in ``COMMANDS`` plus its module.
 Exit codes: 0 success (evaluate: the verdict is ``correct``), 1 a verdict other than correct (batch: some
 solution could not be read or got no verdict on the candidate), 2 a usage or input error (evaluate: also a
 ``reference_error`` verdict), 3 the sandbox or the judge itself failed (evaluate: also a ``judge_error``
-verdict), 130 interrupted. Every evaluate and batch request prints its verdict; input errors print one line.
+verdict, or ``insufficient_memory`` / ``toolchain_missing``: this machine cannot judge it), 130
+interrupted. Every evaluate and batch request prints its verdict; input errors print one line.
 """
 
 from __future__ import annotations

@@ -16,7 +16,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=3, help="input seeds per problem (default 3)")
     p.add_argument("--device", default="auto", help="cpu | cuda | auto (default)")
     p.add_argument("--eval", action="store_true", help="call .eval() on the model (CUDA Agent protocol)")
-    p.add_argument("--max-input-gb", type=float, default=1.0, help="skip problems with larger inputs")
+    p.add_argument(
+        "--max-input-gb",
+        type=float,
+        default=None,
+        help="skip problems with larger inputs (default: a third of the GPU's free memory, or of the host's "
+        "available memory on a CPU: one input set and two outputs are alive at a time)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     p.add_argument("--out", help="append each problem's report to this JSONL file as soon as it is done")
     p.add_argument(

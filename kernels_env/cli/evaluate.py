@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ..client import SandboxClient
-from ..rules.result import CORRECT, JUDGE_ERROR, REFERENCE_ERROR
+from ..rules.result import CORRECT, JUDGE_ERROR, MACHINE_LIMITS, REFERENCE_ERROR
 from .common import add_judge_arguments, add_sandbox_arguments, judge_config, sandbox_config
 
 HELP = "judge one solution (file or workspace directory) against a KernelBench-format reference"
@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 # The verdict is printed in every case; the exit code says whose outcome it is (kernels_env.cli's codes).
-EXIT_CODES = {CORRECT: 0, REFERENCE_ERROR: 2, JUDGE_ERROR: 3}  # the rest: 1, a verdict on the candidate
+# This machine cannot judge it (insufficient_memory, toolchain_missing): 3, as the judge's own failure.
+EXIT_CODES = {CORRECT: 0, REFERENCE_ERROR: 2, JUDGE_ERROR: 3, **dict.fromkeys(MACHINE_LIMITS, 3)}  # else 1
 
 
 def _ms(stats: dict[str, Any]) -> str:

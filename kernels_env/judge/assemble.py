@@ -23,10 +23,12 @@ from ..rules.result import (
     STAGES,
     STATUSES,
     TIMEOUT,
+    TOOLCHAIN_MISSING,
     message,
     new_result,
 )
 from ..rules.rewards import get_reward
+from . import toolchains
 
 MIN_CANDIDATE_MS = 1e-4  # floor for speedups: a measured 0 never divides
 # What a compile stage may report (its child runs candidate code and writes the report: the rest is forged).
@@ -99,6 +101,27 @@ def reference_error(stage: str, error: str) -> dict[str, Any]:
     }
 
 
+def toolchain_missing(lacking: Any, backends: Any) -> dict[str, Any]:
+    """A report for a solution whose backend's toolchain this machine lacks (``judge.toolchains``): no
+    reward, the packages named. Coerced: built from the compile worker's report."""
+    items = [
+        {k: _text(m.get(k), 200) for k in ("backend", "package", "what")}
+        for m in (lacking if isinstance(lacking, list) else [])
+        if isinstance(m, dict)
+    ]
+    note = (
+        "this machine lacks the solution's toolchain, not the candidate's failure: no verdict and no reward"
+    )
+    return {
+        "status": TOOLCHAIN_MISSING,
+        "stage": "compile",
+        "error": toolchains.error_line(items) if items else "needs a toolchain that is not installed here",
+        "messages": [message("note", note)],
+        "backends": [_text(b) for b in backends] if isinstance(backends, list) else [],
+        "evidence": {"toolchains": items},
+    }
+
+
 def verdict(
     report: dict[str, Any],
     settings: dict[str, Any],
@@ -135,6 +158,8 @@ def verdict(
         "guard_enforced": bool(report.get("guard_enforced", False)),
         "memory_plan": plan if isinstance(plan, dict) else None,
     }
+    if isinstance(report.get("memory_estimate"), dict):  # insufficient_memory: what the judge estimated
+        result["judge"]["memory_estimate"] = report["memory_estimate"]
     return result
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from ..host.cuda import cuda_home
 from ..rules.result import message
 from .diagnostics import format_diagnostic, parse_compiler_output, truncate
+from .toolchains import KITTENS_INCLUDE
 
 BUILD_ONLY_ENV = "KERNELS_ENV_BUILD_ONLY"
 CACHE_DIR_ENV = "KERNELS_ENV_CACHE_DIR"  # the fast path's build cache
@@ -38,11 +39,19 @@ CUDA_MARKERS = {
 OTHER_MARKERS = {
     "load_inline": re.compile(r"\bload_inline\b"),
     "cpp_extension": re.compile(r"cpp_extension"),
+    "thunderkittens": KITTENS_INCLUDE,  # its C++ headers, included by a load_inline source
 }
 # Backends a solution uses by importing them: backend -> top-level modules. Read from the parsed imports, so
 # ``import torch, triton, triton.language as tl`` and ``from triton import language as tl`` count.
-IMPORTED = {"triton": ("triton",), "cupy": ("cupy", "cupyx")}
-CUDA_IMPORTS = {"cupy"}
+# KernelBench's other backends (``kernels_env.judge.toolchains``): CuTe DSL, TileLang, ThunderKittens.
+IMPORTED = {
+    "triton": ("triton",),
+    "cupy": ("cupy", "cupyx"),
+    "cute_dsl": ("cutlass",),
+    "tilelang": ("tilelang",),
+    "thunderkittens": ("thunderkittens", "tk_kernels"),
+}
+CUDA_IMPORTS = {"cupy", "cute_dsl", "tilelang", "thunderkittens"}
 # For a text that does not parse (a .cu file, a syntax error): import lines, also with several names.
 _IMPORT_LINE = {
     backend: re.compile(
@@ -87,7 +96,7 @@ def detect_backends(texts: list[str], builds: list[dict[str, Any]]) -> list[str]
     }
     found |= {b for t in texts for b in imported_backends(t)}
     found |= {b["builder"] for b in builds}
-    if not found & {"fastpath", "cupy", "nvcc", "load_inline", "cpp_extension", "triton"}:
+    if not found & {"fastpath", "nvcc", "load_inline", "cpp_extension", *IMPORTED}:
         found.add("torch")
     return sorted(found)
 

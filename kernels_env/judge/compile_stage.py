@@ -40,7 +40,7 @@ from typing import Any
 from ..rules import messages
 from ..rules.messages import CompileRequest
 from ..rules.result import COMPILE_ERROR, REJECTED, TIMEOUT, message
-from . import build, loader
+from . import build, loader, toolchains
 from .diagnostics import exception_line, truncate
 from .loader import LoadError, ProblemError
 
@@ -139,8 +139,24 @@ def _import_solution(req: CompileRequest, path: Path, ref_path: Path, init_input
     }
 
 
+def toolchain_report(req: CompileRequest) -> dict[str, Any] | None:
+    """``{"toolchain_missing": [...]}`` when the solution needs a toolchain this machine lacks (CuTe DSL,
+    TileLang, ThunderKittens: ``kernels_env.judge.toolchains``), read from its sources here, in the worker,
+    before any candidate code runs: a child's report can never claim it (``_parse_report``)."""
+    texts, _ = _texts(req)
+    sol = req.solution
+    others = [t for p, t in (sol.files or {}).items() if not p.endswith(".py")]
+    lacking = toolchains.missing(texts, others)
+    if not lacking:
+        return None
+    return {"toolchain_missing": lacking, "backends": build.detect_backends([*texts, *others], [])}
+
+
 def serve(req: CompileRequest) -> dict[str, Any]:
     """Fork a child for ``req`` and wait for its report, at most ``req.timeout_s`` seconds."""
+    lacking = toolchain_report(req)
+    if lacking is not None:
+        return {**lacking, "duration_s": 0.0}
     workdir = Path(req.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
 
@@ -363,6 +379,8 @@ def _parse_report(data: bytes, req: CompileRequest) -> dict[str, Any] | None:
     report = values[1]
     if "problem_error" in report or "judge_error" in report:
         return _forged("a broken reference or judge reported after the reference loaded")
+    if "toolchain_missing" in report:  # only the worker says so, before the child exists
+        return _forged("the compile child claimed a missing toolchain")
     if report.get("status") == "ok":  # recomputed from the sources, never taken from the child
         texts, files = _texts(req)
         from_builds = bool(report.get("needs_cuda")) and bool(build.OTHER_MARKERS["load_inline"].search(

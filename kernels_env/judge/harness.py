@@ -46,6 +46,7 @@ from . import (
     hygiene,
     loader,
     memory,
+    preflight,
     timed_checks,
 )
 from .baselines import baseline_key, cached_baselines, measure, set_precision
@@ -111,6 +112,10 @@ def evaluate(
         try:
             ref_path = loader.materialize(req.reference, workdir / "reference")
             problem = loader.load_problem(ref_path, req.reference.name)
+            progress("load", "memory estimate")
+            too_large = preflight.check(problem, device, s.device_shared_by)
+            if too_large is not None:  # before the candidate's import and any input: nothing large exists
+                raise Verdict(**too_large)
             display, workspace = _solution_display(req.solution)
             try:
                 sol_path = loader.materialize(req.solution, workdir / "solution")

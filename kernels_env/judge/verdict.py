@@ -32,7 +32,7 @@ from .memory import OutOfMemory, is_oom, raised_in
 class Verdict(Exception):
     """Ends a request early with a verdict for the candidate."""
 
-    def __init__(self, status: str, stage: str, error: str, messages=None, check=None, evidence=None):
+    def __init__(self, status: str, stage: str, error: str, messages=None, check=None, evidence=None, **more):
         super().__init__(error)
         self.payload = {
             "status": status,
@@ -41,6 +41,7 @@ class Verdict(Exception):
             "messages": list(messages or []),
             "check": check,
             "evidence": evidence,
+            **more,  # e.g. memory_estimate (kernels_env.judge.preflight)
         }
 
     @property

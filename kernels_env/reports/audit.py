@@ -3,6 +3,10 @@
     python -m kernels_env audit --problems DIR [--tolerance 1e-4 --tolerance 1e-2] [--seeds 3] [--json]
         [--out FILE.jsonl [--no-resume]] [--max-input-gb G]
 
+``--max-input-gb`` defaults to a third of the free memory of the device it runs on (``input_budget``: the
+GPU's free memory, the host's available memory on a CPU), so an H200 audits every KernelBench problem and a
+small host skips what it cannot hold instead of being killed; an explicit value overrides it.
+
 For each problem the reference runs on several input seeds (and, for problems with weights, two weight seeds).
 Statistics are streamed in float64 chunks (``_Spread``, ``_close``): one input set and two outputs are alive
 at a time, in the problem's dtype, so today's KernelBench sizes fit. A problem that fails (its error, an
@@ -37,7 +41,7 @@ import torch
 
 from ..guard._outputs import constant_output_violation, tensors
 from ..judge.inputs import make_inputs, problem_module
-from ..judge.memory import release
+from ..judge.memory import free_bytes, release
 from ..rules.results_file import append_line, read_results
 
 __all__ = ["AuditReport", "Flag", "audit_problem", "constant_output_violation", "run"]
@@ -248,8 +252,19 @@ def _problem_files(root: str) -> list[str]:
     return found
 
 
+INPUT_SHARE = 3  # one input set and two outputs alive at a time (outputs about as large as the inputs)
+
+
+def input_budget(device: str) -> int:
+    """The default ``--max-input-gb`` in bytes: a third of the device's free memory (see the module doc)."""
+    free, _, _ = free_bytes(torch.device(device), None)
+    return free // INPUT_SHARE
+
+
 def run(args: argparse.Namespace) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    if getattr(args, "max_input_gb", None) is None:
+        args.max_input_gb = input_budget(device) / 2**30
     files = _problem_files(args.problems)
     if not files:
         print(f"no problem files under {args.problems}", file=sys.stderr)

@@ -25,7 +25,13 @@ NOT_RUN = "not_run"  # CPU mode: a CUDA solution compiled but cannot run here (r
 # Verdicts that are not the candidate's doing: no reward, counted apart from the candidate's failures.
 JUDGE_ERROR = "judge_error"  # the judge itself failed (its own exception, its own out-of-memory): a traceback
 REFERENCE_ERROR = "reference_error"  # the reference problem cannot be loaded or run
-NO_VERDICT = (NOT_RUN, JUDGE_ERROR, REFERENCE_ERROR)  # statuses without a reward
+# This machine cannot judge the request (issue 31): the problem needs more memory than the host (CPU mode) or
+# the device has free, estimated before anything ran; the solution's backend (CuTe DSL, TileLang,
+# ThunderKittens) has no toolchain installed here, named in the error.
+INSUFFICIENT_MEMORY = "insufficient_memory"
+TOOLCHAIN_MISSING = "toolchain_missing"
+MACHINE_LIMITS = (INSUFFICIENT_MEMORY, TOOLCHAIN_MISSING)
+NO_VERDICT = (NOT_RUN, JUDGE_ERROR, REFERENCE_ERROR, *MACHINE_LIMITS)  # statuses without a reward
 STATUSES = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED, *NO_VERDICT)
 FAILURES = (INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED)
 

@@ -161,3 +161,32 @@ def test_streamed_statistics_equal_the_whole_tensor_ones(monkeypatch):
     assert tiny.passes(0.0, 1e-2) and not tiny.passes(0.0, 1e-4)
     other = [outs[0] + 5e-3, outs[1]]
     assert audit._close(outs, other, [1e-4, 1e-2]) == {1e-4: False, 1e-2: True}
+
+
+def test_the_default_input_budget_comes_from_free_memory_and_a_flag_overrides_it(
+    tmp_path, monkeypatch, capsys
+):
+    from kernels_env.judge import memory
+
+    monkeypatch.setattr(memory, "_host_available", lambda: 60 * 2**30)
+    assert audit.input_budget("cpu") == 20 * 2**30  # an H200's ~139 GiB free: 46 GiB, above L1 #45's 16 GiB
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    _write(problems, "a_relu", "return torch.relu(x)")  # 4 x 8 float32 inputs: 128 bytes
+    monkeypatch.setattr(memory, "_host_available", lambda: 300)  # a third: 100 bytes
+    argv = [
+        "audit",
+        "--problems",
+        str(problems),
+        "--json",
+        "--seeds",
+        "1",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
+    assert cli(argv) == 0
+    (report,) = json.loads(capsys.readouterr().out)["problems"]
+    assert report["status"] == "skipped" and "inputs need" in report["flags"][0]["reason"]
+    assert cli([*argv, "--max-input-gb", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["problems"][0]["status"] == "ok"

@@ -57,3 +57,22 @@ def test_a_source_that_does_not_parse_falls_back_to_its_import_lines():
     # a workspace's CUDA file is not Python: only import lines would count, and it has none
     cu = '#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n'
     assert detect_backends(["import torch, triton\n", cu], []) == ["triton"]
+
+
+def test_a_missing_toolchain_is_not_the_candidates_failure_but_a_syntax_error_is(client):
+    """End to end (issue 31): a CuTe DSL solution on a machine without nvidia-cutlass-dsl gets
+    ``toolchain_missing`` with no reward; a TileLang solution with a syntax error is its ``compile_error``."""
+    from kernels_env.rules.config import JudgeConfig
+
+    from .conftest import RELU_PROBLEM, src
+    from .test_toolchains import CUTE_SOLUTION, TILELANG_SOLUTION
+
+    judge = JudgeConfig(time_candidate=False, num_trials=1, families=[])
+    res = client.evaluate(reference=src(RELU_PROBLEM), solution=CUTE_SOLUTION, judge=judge)
+    assert res["status"] == "toolchain_missing" and res["reward"] is None, res["error"]
+    assert res["error"] == "needs nvidia-cutlass-dsl (cutlass.cute), not installed here"
+    assert res["backends"] == ["cute_dsl"] and res["stage"] == "compile"
+    broken = TILELANG_SOLUTION.replace("def forward(self, a, b):", "def forward(self, a, b)")
+    res = client.evaluate(reference=src(RELU_PROBLEM), solution=broken, judge=judge)
+    assert res["status"] == "compile_error" and res["reward"] == -1.0, res["error"]
+    assert "SyntaxError" in res["error"] or "syntax" in res["error"].lower(), res["error"]

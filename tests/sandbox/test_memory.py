@@ -124,3 +124,20 @@ def test_the_candidates_own_oom_is_its_runtime_error_only_with_its_headroom(clie
     starved = _judge(client, CANDIDATE_OOM, memory_budget_gb=30e3 / GiB)
     assert starved["status"] == "judge_error", starved["error"]
     assert "inside the candidate, short of its headroom" in starved["error"]
+
+
+# 40 GB of float32 inputs (issue 31): judged "insufficient_memory" from its source before the worker builds
+# any input or imports the candidate; never a candidate's runtime_error, never the OOM killer.
+HUGE_PROBLEM = RELU_PROBLEM.replace("N = 1024", "N = 10**10")
+
+
+def test_a_problem_too_large_for_the_host_is_not_run(client):
+    res = _judge(client, RELU_TRITON, problem=HUGE_PROBLEM)
+    assert res["status"] == "insufficient_memory" and res["reward"] is None, res["error"]
+    assert "\n" not in res["error"] and "needs ~" in res["error"] and "this host has" in res["error"]
+    estimate = res["judge"]["memory_estimate"]
+    assert estimate["exact"] and estimate["footprint"]["inputs"] == 4 * 10**10
+    assert estimate["required_bytes"] > estimate["free_bytes"]
+    # Nothing ran: no memory plan (the footprint's measurement builds inputs), no trial, no candidate load.
+    assert res["judge"]["memory_plan"] is None and res["correctness"] is None
+    assert set(res["durations_s"]["run_phases"]) <= {"load", "memory estimate", "cleanup"}

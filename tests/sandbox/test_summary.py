@@ -118,3 +118,18 @@ def test_summary_reports_speed_of_light_over_correct_solutions():
     cpu = summarize([_sol("a", "correct", None, comparable=False)], ["a"])
     assert cpu["speed_of_light"]["count"] == 0 and cpu["speed_of_light"]["reason"].startswith("CPU mode")
     assert "speed of light: n/a (CPU mode" in format_summary(cpu)
+
+
+def test_what_this_machine_cannot_judge_is_counted_apart():
+    results = [
+        r("A", "A.py", "correct", comparable=False),
+        {**r("B", "B.py", "insufficient_memory"), "reward": None},
+        {**r("C", "C.py", "toolchain_missing"), "reward": None},
+        r("D", "D.py", "compile_error", comparable=False),
+    ]
+    s = summarize(results, ["A", "B", "C", "D"])
+    assert s["candidate_failures"] == 1 and s["num_problems"] == 4
+    assert s["no_verdict"]["insufficient_memory"] == {"count": 1, "problems": ["B"]}
+    assert s["no_verdict"]["toolchain_missing"] == {"count": 1, "problems": ["C"]}
+    assert s["fast_p"]["eager"]["0"] == 0.25  # scored 0 over all problems, as a missing result
+    assert "1 insufficient_memory (B), 1 toolchain_missing (C)" in format_summary(s)
