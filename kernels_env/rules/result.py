@@ -14,6 +14,8 @@ from typing import Any
 from .messages import PROTOCOL_VERSION
 
 SCHEMA_VERSION = 1
+# Keys added after schema version 1 was written: a record without them reads with their default.
+ADDED_LATER = frozenset({"race_probe"})
 
 CORRECT = "correct"
 INCORRECT = "incorrect"
@@ -61,6 +63,7 @@ class Result:
     judge: dict[str, Any] = field(default_factory=dict)  # the resolved protocol / policy / reward settings
     environment: dict[str, Any] = field(default_factory=dict)
     durations_s: dict[str, Any] = field(default_factory=dict)  # stage seconds; run_phases: by phase
+    race_probe: dict[str, Any] | None = None  # compute-sanitizer racecheck on a correct GPU verdict, if it ran
     schema_version: int = SCHEMA_VERSION
     protocol_version: int = PROTOCOL_VERSION
 
@@ -82,7 +85,7 @@ class Result:
                 f"result schema version {version!r} is not supported (this reader: {SCHEMA_VERSION})"
             )
         names = {f.name for f in dataclasses.fields(cls)}
-        missing = names - set(data)
+        missing = names - set(data) - ADDED_LATER  # records written before those keys existed lack them
         if missing:
             raise ValueError(f"result lacks keys {sorted(missing)}")
         unknown = set(data) - names

@@ -89,3 +89,19 @@ def test_race_check_setting_is_validated_and_recorded():
     assert resolve(JudgeConfig(), "cpu")["race_check"] == "top_tier"
     with pytest.raises(ValueError, match="race_check"):
         resolve(JudgeConfig(race_check="sometimes"), "cpu")
+
+
+def test_a_probed_verdict_follows_the_result_schema_and_older_records_still_read():
+    """The probe's record is a schema field (a GPU run found ``validate`` refusing the unknown key); records
+    written before it existed read with ``race_probe`` None."""
+    from kernels_env.rules.result import Result, new_result, validate
+
+    result = new_result(status="correct", stage="done")
+    apply_probe(result, response(RACY_LOG))
+    validate(result)
+    assert Result.from_dict(result).race_probe["hazards"] == 1
+    older = new_result(status="correct", stage="done")
+    del older["race_probe"]
+    assert Result.from_dict(older).race_probe is None
+    with pytest.raises(ValueError, match="lacks keys"):
+        Result.from_dict({k: v for k, v in older.items() if k != "stage"})

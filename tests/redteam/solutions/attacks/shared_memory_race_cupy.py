@@ -1,10 +1,13 @@
-# redteam: class=13 expect=shared_memory_race problem=relu policy=strict device=cuda probe=race
+# redteam: class=13 expect=shared_memory_race|nondeterministic|incorrect|recheck_mismatch problem=relu policy=strict device=cuda probe=race
 """Attack (issue 31's held-out red team, and the shared-memory races of public leaderboard kernels): each
-thread writes its ReLU into shared memory and then reads its neighbour's slot (lane ``t ^ 1``, same warp)
-with no ``__syncthreads``/``__syncwarp`` in between. Under typical (convergent) scheduling the whole warp
-stores before it loads, so the answer is right every time: the three answers of trial 0 agree, nothing
-stays poisoned, and without a probe the verdict was ``correct``. Any change of scheduling (independent
-thread scheduling diverging the warp, a new architecture, a compiler reordering) makes it wrong.
+thread writes its ReLU into shared memory and then reads the slot of the thread 32 lanes away (``t ^ 32``:
+another warp) with no ``__syncthreads`` in between. The warps of a block usually all store before any of them
+loads, so the answer is mostly right and without a probe the verdict was usually ``correct``; another
+scheduling makes it wrong. (The first version raced within a warp, ``t ^ 1``: on the H200 racecheck reported
+no hazard there, 2026-12-04: the intra-warp race is an open gap.) On the H200 (2026-12-04) the cross-warp race
+gave different answers on identical inputs and was rejected ``nondeterministic`` before the probe; a wrong
+trial gives ``incorrect`` / ``recheck_mismatch``; a run where every answer happens to agree meets the
+probe: caught every way.
 
 Defence: the race probe (``kernels_env.judge.race_probe``): compute-sanitizer racecheck on a correct GPU
 verdict (here ``race_check="always"``; by default the top reward tier) reports the unordered write/read of
@@ -23,7 +26,7 @@ extern "C" __global__ void relu_swap(const float* x, float* y, long long n) {
   long long base = blockIdx.x * 256LL;
   float v = base + t < n ? x[base + t] : 0.f;
   s[t] = (v > 0.f || v != v) ? v : 0.f;
-  int u = t ^ 1;  /* the neighbour's slot: written by another thread, and no barrier orders it */
+  int u = t ^ 32;  /* another warp's slot: written by another thread, and no barrier orders it */
   if (base + u < n) y[base + u] = s[u];
 }
 """

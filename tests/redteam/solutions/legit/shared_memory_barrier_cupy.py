@@ -15,7 +15,7 @@ extern "C" __global__ void relu_swap(const float* x, float* y, long long n) {
   float v = base + t < n ? x[base + t] : 0.f;
   s[t] = (v > 0.f || v != v) ? v : 0.f;
   __syncthreads();
-  int u = t ^ 1;
+  int u = t ^ 32;
   if (base + u < n) y[base + u] = s[u];
 }
 """
