@@ -171,6 +171,7 @@ def test_layering_checker_catches_crossings():
     assert not layering_violations("from . import compare", "kernels_env.judge", is_package=True)
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_kernels_env_never_loads_jax_at_runtime():
     """Transitive imports count too: import every kernels_env module in a fresh interpreter."""
     modules = [m for _, m, _ in _modules("kernels_env") if not m.endswith("__main__")]

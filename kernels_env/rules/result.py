@@ -63,7 +63,7 @@ class Result:
     judge: dict[str, Any] = field(default_factory=dict)  # the resolved protocol / policy / reward settings
     environment: dict[str, Any] = field(default_factory=dict)
     durations_s: dict[str, Any] = field(default_factory=dict)  # stage seconds; run_phases: by phase
-    race_probe: dict[str, Any] | None = None  # compute-sanitizer racecheck on a correct GPU verdict, if it ran
+    race_probe: dict[str, Any] | None = None  # racecheck of a correct GPU verdict, when it ran
     schema_version: int = SCHEMA_VERSION
     protocol_version: int = PROTOCOL_VERSION
 

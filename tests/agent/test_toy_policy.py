@@ -23,6 +23,7 @@ MAX_BYTES = 20 * 2**20
 STATUSES = {"correct", "incorrect", "rejected", "compile_error", "runtime_error", "no_solution"}
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_shipped_checkpoint_restores_is_small_and_tracked():
     import models
 

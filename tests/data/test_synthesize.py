@@ -80,6 +80,7 @@ def full_run(tmp_path_factory):
     return cfg, manifest, planted, tmp
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_dataset_files_and_manifest(full_run):
     cfg, manifest, _, _ = full_run
     out = Path(cfg.out_dir)
@@ -107,6 +108,7 @@ def test_dataset_files_and_manifest(full_run):
         assert r.input_spec and all(isinstance(d, int) for s in r.input_spec for d in s["shape"])
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_decontamination_drops_the_plant_and_names_the_eval_problem(full_run):
     _, manifest, planted, _ = full_run
     dropped = {d["id"]: d for d in manifest["decontamination"]["dropped"]}
@@ -132,6 +134,7 @@ def test_interrupt_then_resume_gives_the_same_dataset(full_run):
     assert again["num_tasks"] == cfg.num_tasks
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_resume_with_another_config_is_refused(full_run):
     cfg, _, _, _ = full_run
     with pytest.raises(ValueError, match="different config"):
@@ -140,6 +143,7 @@ def test_resume_with_another_config_is_refused(full_run):
         synthesize(dataclasses.replace(cfg, resume=False))
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_split_holds_out_whole_categories(full_run):
     cfg, _, _, _ = full_run
     held = set(cfg.split.test_categories)

@@ -167,6 +167,7 @@ def test_one_command(judged_set):
     assert "rejected:forbidden_op 1" in out.stdout and "Table 1, source sysB" in out.stdout
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_one_command_without_a_checkout_says_so_in_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "KERNELBENCH_DIR"}
     (tmp_path / "s.jsonl").write_text("{}\n")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
+
 from kernels_env.fastpath.diagnostics import (
     CompileError,
     KernelResources,
@@ -98,6 +100,7 @@ def test_resources_roundtrip_and_garbage():
     )
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_demangle_names():
     out = demangle(["_Z11relu_kernelPKfPfi", "plain_c_name"])
     assert out["plain_c_name"] == "plain_c_name"

@@ -15,6 +15,7 @@ from .support import RELU_CU
 BAD_CU = "__global__ void k(float* x) {\n  x[0] = missing_value;\n}\n"
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_observer_sees_sources_flags_artifact_and_resources(fp_cache, build_only):
     with observe_builds() as builds:
         cuda_library({"relu.cu": RELU_CU}, name="relu")
@@ -31,6 +32,7 @@ def test_observer_sees_sources_flags_artifact_and_resources(fp_cache, build_only
     assert later == []  # an observer only sees builds made inside its block
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_observer_sees_failures_with_user_file_names(fp_cache, build_only):
     with observe_builds() as builds, pytest.raises(CompileError):
         cuda_library({"bad.cu": BAD_CU}, name="bad")
@@ -41,6 +43,7 @@ def test_observer_sees_failures_with_user_file_names(fp_cache, build_only):
     assert err["source"] == "x[0] = missing_value;"
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_observer_sees_nvrtc_builds(fp_cache, build_only):
     with observe_builds() as builds:
         nvrtc_kernel(RELU_CU.split("extern")[0], "relu_kernel")
@@ -52,6 +55,7 @@ def test_observer_sees_nvrtc_builds(fp_cache, build_only):
     assert bad.error is not None and bad.diagnostics[0]["file"] == "k.cu" and bad.diagnostics[0]["line"] == 2
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_a_failing_observer_never_breaks_a_build(fp_cache, build_only, monkeypatch):
     from kernels_env.fastpath import hooks
 
@@ -63,6 +67,7 @@ def test_a_failing_observer_never_breaks_a_build(fp_cache, build_only, monkeypat
     assert lib.resource_usage
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_nvrtc_cubin_is_stored_whole(fp_cache, build_only):
     """CuPy's getCUBIN drops the image's last byte; the cached cubin must be a complete ELF (the SASS tools
     reject a truncated one): its program and section header tables end inside the file."""

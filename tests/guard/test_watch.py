@@ -58,6 +58,7 @@ def test_spawning_a_process_during_forward():
     assert w.violations[0].check == _checks.SUBPROCESS
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_kernel_runtimes_may_spawn_their_compilers_during_forward():
     """Triton runs ptxas (and cc for its driver helper) on a kernel's first launch, inside forward."""
     import os

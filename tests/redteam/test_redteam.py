@@ -280,7 +280,7 @@ def test_the_race_probe_ran_clean_on_the_barrier_twin(gpu_results):
     assert probe is not None and probe["status"] == "ran" and probe["clean"] is True, probe
     racy = gpu_results["attacks/shared_memory_race_cupy"]
     if racy["status"] != "correct" and racy.get("check") != "shared_memory_race":
-        return  # a trial caught a wrong answer first: no probe needed (the case's own test checks the verdict)
+        return  # a trial caught the wrong answer first: no probe needed (its own case checks the verdict)
     assert racy["race_probe"]["hazards"] >= 1, racy.get("race_probe")
 
 

@@ -29,11 +29,13 @@ def test_fit_json_shrinks_strings_and_lists():
     assert not cut and same == {"a": 1}
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_run_cmd_kills_the_process_group_on_timeout():
     res = run_cmd(["bash", "-c", "sleep 30 & sleep 30"], 0.5)
     assert res.timed_out and res.returncode is None and res.elapsed_s < 10
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_run_cmd_keeps_only_the_tail():
     res = run_cmd([sys.executable, "-c", "print('a' * 100000)"], 30, max_bytes=1000)
     assert len(res.stdout) < 1100 and "truncated" in res.stdout
@@ -82,6 +84,7 @@ def workspace(tmp_path):
     return ws
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 @needs_nvcc
 def test_compile_tool_workspace_diagnostics_resources_and_sass(tmp_path):
     ws = workspace(tmp_path)
@@ -132,6 +135,7 @@ extern "C" int scale(const float* x, float* y, int n, cudaStream_t s) {
 """
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 @needs_nvcc
 def test_compile_tool_reports_the_fast_paths_own_builds(tmp_path):
     """workspace_library (nvcc) and nvrtc_kernel builds are observed as they ran, not recompiled: resources
@@ -152,6 +156,7 @@ def test_compile_tool_reports_the_fast_paths_own_builds(tmp_path):
     assert not resp["ok"] and "model_new.py:10:31: error" in resp["text"]
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 @needs_nvcc
 def test_compile_output_limit_truncates(tmp_path):
     ws = workspace(tmp_path)

@@ -200,6 +200,7 @@ def test_ncu_mode_prestarted_matches_cold_and_gets_a_fresh_timeout(prestart, arg
     assert "ready_wait_s" not in cold_line and 0 <= cold_line["exit_tail_s"] < cold_line["wall_s"]
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_close_and_a_dead_owner_leave_no_process(prestart, fake_ncu, tmp_path):
     env = _profile.target_env()
     wrapper = ncu_command(find_ncu(), [], LOG_FILE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from tools_fixtures import FIXTURES, REAL, needs_real
 
 from kernels_env.tools._sanitizer import parse_sanitizer, sanitizer_command
@@ -93,6 +94,7 @@ def test_real_sanitizer_outputs():
         assert clean["clean"] and clean["completed"] and not clean["findings"], tool
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 @needs_real
 def test_real_findings_point_at_the_candidates_python_lines():
     """The sanitizer names the kernel source (``<sha1>.cubin.cu:5`` from CuPy, ``reverse_race.cu:5`` from the

@@ -111,6 +111,7 @@ def test_every_op_is_numerically_right_in_several_plans(tasks):
     assert len(results) == len(cases)
 
 
+@pytest.mark.integration  # starts a subprocess (tests/_tiers.py)
 def test_all_toy_ops_render_and_match():
     """Each op alone (the task set need not contain every op): single-op tasks built from the library."""
     from research.data.ops import Reject
