@@ -8,10 +8,13 @@ Markers (pyproject.toml):
 - ``e2e``: soak runs and benchmark smoke runs (``E2E_MODULES``): whole programs end to end.
 - ``slow``: a single test that needs more than about 10 s of CPU in-process (a model compiled, a pipeline
   run), marked by hand next to the test.
+- ``toolchain``: full PyTorch C++/CUDA extension builds (load_inline over torch/extension.h, PCH, lean
+  headers), minutes each on 2 cores, marked by hand: `make test-toolchain` (quick on a many-core GPU host);
+  left out of `make test-all` so CI stays under an hour.
 - ``gpu``: needs a CUDA device (skipped without one).
 
-`make test` runs the fast tier (the Makefile's FAST_TIER: none of the four); `make test-all` runs everything
-(what CI runs).
+`make test` runs the fast tier (the Makefile's FAST_TIER: none of the above); `make test-all` runs every tier but
+``toolchain`` (what CI runs).
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def assign(items) -> None:
 
 
 def in_fast_tier(item) -> bool:
-    return not any(item.get_closest_marker(m) for m in ("integration", "e2e", "slow", "gpu"))
+    return not any(item.get_closest_marker(m) for m in ("integration", "e2e", "slow", "toolchain", "gpu"))
 
 
 class ProcessGuard:

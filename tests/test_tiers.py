@@ -72,13 +72,18 @@ def test_tiers_are_assigned_by_fixture_and_module():
     assert _tiers.in_fast_tier(items["plain"]) and not _tiers.in_fast_tier(items["client"])
 
 
+def _recipe(makefile: str, target: str) -> str:
+    return makefile.split(f"\n{target}:")[1].split("\n\n")[0]
+
+
 def test_makefile_and_pyproject_agree_on_the_tiers():
     makefile = (ROOT / "Makefile").read_text()
     fast = re.search(r"^FAST_TIER := (.+)$", makefile, re.M).group(1)
     excluded = set(re.findall(r"\w+", fast)) - {"not", "or", "and"}
-    assert excluded == {"integration", "e2e", "slow", "gpu"}
-    assert '-m "$(FAST_TIER)"' in makefile.split("\ntest:")[1].split("\n\n")[0]
-    assert "-m \"" not in makefile.split("\ntest-all:")[1].split("\n\n")[0]  # no marker filter: every tier
+    assert excluded == {"integration", "e2e", "slow", "toolchain", "gpu"}
+    assert '-m "$(FAST_TIER)"' in _recipe(makefile, "test")
+    assert '-m "not toolchain"' in _recipe(makefile, "test-all")  # every other tier
+    assert "-m toolchain" in _recipe(makefile, "test-toolchain")
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert all(f'"{m}:' in pyproject for m in excluded)
     assert "make test-all" in (ROOT / ".ci" / "run").read_text()

@@ -195,7 +195,7 @@ def test_an_output_in_another_memory_format_is_accepted_with_a_note(cpu_results)
     assert plain == []
 
 
-@pytest.mark.slow
+@pytest.mark.toolchain
 def test_cpu_slow_cases(redteam_tree, tmp_path_factory):
     config = _config("cpu", tmp_path_factory.mktemp("redteam_slow_cache"), compile_timeout_s=900)
     with SandboxClient(config) as client:

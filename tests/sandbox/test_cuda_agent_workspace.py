@@ -55,7 +55,7 @@ def test_layouts_are_told_apart(tmp_path):
     assert agent_extension.detect(ours).module == "my_ops"
 
 
-@pytest.mark.slow  # a full build of the fixture (the broken-kernel test below covers the wiring by default)
+@pytest.mark.toolchain  # a full build of the fixture (the broken-kernel test below covers the wiring by default)
 def test_workspace_compiles_and_its_utils_never_run(ws_client, tmp_path):
     """The judge builds cuda_extension itself: the candidate's utils/ scripts never run, and a fake
     ``cuda_extension.py`` in the workspace never stands in for the built module."""
@@ -92,7 +92,7 @@ def built(cache_dir: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in (cache_dir / "agent_extensions").glob("*/build/*.so")}
 
 
-@pytest.mark.slow
+@pytest.mark.toolchain
 def test_cli_judges_the_workspace_directory(ws_client, cache_dir, tmp_path):
     """``python -m kernels_env evaluate --solution DIR``; the same sources under another name (and other
     utils/) reuse the build an earlier test made (content-addressed): no new or rewritten .so."""

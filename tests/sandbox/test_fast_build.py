@@ -251,7 +251,7 @@ torch::Tensor twice(torch::Tensor x) {
 NVCC_TEMP = re.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")  # nvcc's temporary file names (pid): not code
 
 
-@pytest.mark.slow  # two CUDA builds over torch/extension.h: about 5 minutes on 2 cores
+@pytest.mark.toolchain  # two CUDA builds over torch/extension.h: about 5 minutes on 2 cores
 def test_real_cuda_build_fast_and_plain_give_the_same_objects(real, monkeypatch):
     from kernels_env.host.cuda import cuda_home
 

@@ -259,7 +259,7 @@ def build_args(stem: str, stubs: str) -> dict:
     return {**args, "extra_ldflags": [*args.get("extra_ldflags", []), f"-L{stubs}"]}  # a fresh list
 
 
-@pytest.mark.slow  # one lean build: about a minute on 2 cores
+@pytest.mark.toolchain  # one lean build: about a minute on 2 cores
 def test_real_lean_build_and_the_run_stage_rebuilds_nothing(real, monkeypatch):
     stubs = build.cpu_link_stubs(str(real))
     ce.load_inline(**build_args("01_relu", stubs))
@@ -300,7 +300,7 @@ torch::Tensor gelu(torch::Tensor x) {
 """
 
 
-@pytest.mark.slow  # three extensions built both ways: about 8 minutes on 2 cores
+@pytest.mark.toolchain  # three extensions built both ways: about 8 minutes on 2 cores
 def test_real_lean_and_as_written_builds_give_the_same_device_code(real, monkeypatch):
     from kernels_env.tools._sass import find_cuda_binary
 
@@ -376,7 +376,7 @@ torch::Tensor relu_cuda(torch::Tensor x) {
 """
 
 
-@pytest.mark.slow  # two builds through the CPU-mode sandbox: about 4 minutes on 2 cores
+@pytest.mark.toolchain  # two builds through the CPU-mode sandbox: about 4 minutes on 2 cores
 def test_real_sandbox_verdicts(tmp_path):
     """A source using pybind11 and torch::nn::functional builds as written and passes the compile stage
     (``not_run``: CPU mode cannot load CUDA); a compile error comes from the as-written build, at the line

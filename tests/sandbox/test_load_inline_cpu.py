@@ -10,7 +10,7 @@ from kernels_env.rules.config import JudgeConfig
 
 from .conftest import RELU_PROBLEM, cpu_config, src
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.toolchain
 
 SOLUTION = '''
 import torch

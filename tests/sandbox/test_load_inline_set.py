@@ -77,7 +77,7 @@ def test_identical_extensions_share_one_build(tmp_path, monkeypatch):
     assert len(built) == 1 and len(list(built[0].glob("*.so"))) == 1
 
 
-@pytest.mark.slow  # two load_inline builds: minutes on 2 cores
+@pytest.mark.toolchain  # two load_inline builds: minutes on 2 cores
 def test_throughput_smoke_mode(tmp_path):
     out = tmp_path / "smoke.json"
     script = ROOT / "benchmarks" / "load_inline_throughput.py"

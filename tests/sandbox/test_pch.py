@@ -133,7 +133,7 @@ def test_a_failed_pch_is_not_retried(tmp_path):
 CPP_ONLY = "torch::Tensor add_one(torch::Tensor x) { return x + 1; }"
 
 
-@pytest.mark.slow  # about 2 minutes on 2 cores: precompiling torch/extension.h, then the extension
+@pytest.mark.toolchain  # about 2 minutes on 2 cores: precompiling torch/extension.h, then the extension
 def test_a_cpp_only_extension_builds_with_the_pch_and_loads(tmp_path, monkeypatch):
     import torch
 
