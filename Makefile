@@ -30,7 +30,7 @@ lint: setup
 # The tiers (tests/_tiers.py): `make test` is the fast tier (no sandbox workers, subprocesses, multi-device JAX
 # processes, soak or benchmark runs; under 5 minutes on 2 idle cores); `make test-all` is every tier but the
 # toolchain builds (what CI runs, under an hour on 2 cores); `make test-toolchain` runs the full PyTorch
-# extension builds (minutes each on 2 cores; quick on a many-core GPU host).
+# extension builds (minutes each: serial compiler work, so more cores help little).
 # pytest exits 5 when it collects nothing; that is not a failure of the suite.
 FAST_TIER := not (integration or e2e or slow or toolchain or gpu)
 

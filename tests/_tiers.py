@@ -9,8 +9,8 @@ Markers (pyproject.toml):
 - ``slow``: a single test that needs more than about 10 s of CPU in-process (a model compiled, a pipeline
   run), marked by hand next to the test.
 - ``toolchain``: full PyTorch C++/CUDA extension builds (load_inline over torch/extension.h, PCH, lean
-  headers), minutes each on 2 cores, marked by hand: `make test-toolchain` (quick on a many-core GPU host);
-  left out of `make test-all` so CI stays under an hour.
+  headers), minutes each (serial compiler work: six took 9 min on a 16-core host), marked by hand:
+  `make test-toolchain`; left out of `make test-all` so CI stays under an hour.
 - ``gpu``: needs a CUDA device (skipped without one).
 
 `make test` runs the fast tier (the Makefile's FAST_TIER: none of the above); `make test-all` runs every tier but
