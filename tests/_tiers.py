@@ -13,8 +13,8 @@ Markers (pyproject.toml):
   `make test-toolchain`; left out of `make test-all` so CI stays under an hour.
 - ``gpu``: needs a CUDA device (skipped without one).
 
-`make test` runs the fast tier (the Makefile's FAST_TIER: none of the above); `make test-all` runs every tier but
-``toolchain`` (what CI runs).
+`make test` runs the fast tier (the Makefile's FAST_TIER: none of the above); `make test-all` runs every tier
+but ``toolchain`` (what CI runs).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def test_layouts_are_told_apart(tmp_path):
     assert agent_extension.detect(ours).module == "my_ops"
 
 
-@pytest.mark.toolchain  # a full build of the fixture (the broken-kernel test below covers the wiring by default)
+@pytest.mark.toolchain  # a full build of the fixture (the broken-kernel test below covers the wiring)
 def test_workspace_compiles_and_its_utils_never_run(ws_client, tmp_path):
     """The judge builds cuda_extension itself: the candidate's utils/ scripts never run, and a fake
     ``cuda_extension.py`` in the workspace never stands in for the built module."""

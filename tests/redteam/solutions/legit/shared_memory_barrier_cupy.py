@@ -1,7 +1,7 @@
 # redteam: expect=accepted problem=relu policy=strict style=cupy-shared-barrier device=cuda probe=race
 """Legit: ``attacks/shared_memory_race_cupy`` with its barrier: each thread writes its ReLU into shared
-memory, ``__syncthreads()``, then reads its neighbour's slot. The race probe (racecheck, forced on for this
-case) must find nothing and the verdict stay ``correct``: the probe's false-positive check."""
+memory, ``__syncthreads()``, then reads another warp's slot (``t ^ 32``). The race probe (racecheck, forced on
+for this case) must find nothing and the verdict stay ``correct``: the probe's false-positive check."""
 
 import cupy as cp
 import torch
