@@ -411,6 +411,7 @@ def test_finished_stages_are_skipped_and_a_changed_stage_reruns(smoke_run):
     assert [r["step"] for r in rl.read_metrics(out / "ppo")] == [1, 2, 3]
 
 
+@pytest.mark.slow  # the pipeline run it reuses (smoke_run) takes over a minute on 2 cores
 def test_an_rft_stage_that_accepts_nothing_says_why(smoke_run, tmp_path):
     """RFT from the smoke run's warm-up with a filter no episode passes: the stage learns nothing, hands the
     warm-up actor on, and its console line says why (what was sampled and why each episode was rejected)
