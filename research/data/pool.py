@@ -165,7 +165,10 @@ class WorkerPool:
                     key, result = w.conn.recv()
                 except (EOFError, OSError):
                     if w.key is not None:
-                        detail = f"exit code {w.proc.poll()}"
+                        code = None  # the pipe closes a moment before the process can be reaped
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            code = w.proc.wait(timeout=5)
+                        detail = f"exit code {code}"
                         out.append((w.key, {"ok": False, "reason": "worker_crash", "detail": detail}))
                     elif not w.ready:
                         self.startup_failures += 1
