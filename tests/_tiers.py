@@ -61,6 +61,8 @@ FAST_MODULES = (
     "tests/sandbox/test_cache.py",
     "tests/sandbox/test_preflight.py",
     "tests/sandbox/test_toolchains.py",
+    "tests/sandbox/test_backends.py",  # its one sandbox test uses the `client` fixture: integration by that
+    "tests/sandbox/test_batch.py",  # resume planning and verdict lines against in-process fake clients
 )
 E2E_MODULES = (
     "tests/sandbox/test_soak.py",

@@ -8,7 +8,6 @@ with ``.diagnostics`` and ``.log``, so this module does not import it), ``torch.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
 import inspect
@@ -23,7 +22,7 @@ from typing import Any
 from ..host.cuda import cuda_home
 from ..rules.result import message
 from .diagnostics import format_diagnostic, parse_compiler_output, truncate
-from .toolchains import KITTENS_INCLUDE
+from .toolchains import KITTENS_INCLUDE, TOOLCHAINS, imported_modules
 
 BUILD_ONLY_ENV = "KERNELS_ENV_BUILD_ONLY"
 CACHE_DIR_ENV = "KERNELS_ENV_CACHE_DIR"  # the fast path's build cache
@@ -47,11 +46,9 @@ OTHER_MARKERS = {
 IMPORTED = {
     "triton": ("triton",),
     "cupy": ("cupy", "cupyx"),
-    "cute_dsl": ("cutlass",),
-    "tilelang": ("tilelang",),
-    "thunderkittens": ("thunderkittens", "tk_kernels"),
+    **{tc.backend: tc.modules for tc in TOOLCHAINS},
 }
-CUDA_IMPORTS = {"cupy", "cute_dsl", "tilelang", "thunderkittens"}
+CUDA_IMPORTS = {"cupy", *(tc.backend for tc in TOOLCHAINS)}
 # For a text that does not parse (a .cu file, a syntax error): import lines, also with several names.
 _IMPORT_LINE = {
     backend: re.compile(
@@ -72,17 +69,9 @@ NO_DEVICE = re.compile(
 def imported_backends(text: str) -> set[str]:
     """The ``IMPORTED`` backends (and ``fastpath``) a source imports anywhere, from its parsed imports; a text
     that does not parse as Python is searched line by line for import statements instead."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    modules = imported_modules(text)
+    if modules is None:
         return {backend for backend, rx in _IMPORT_LINE.items() if rx.search(text)}
-    modules: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            modules.add(node.module)
-            modules.update(f"{node.module}.{alias.name}" for alias in node.names)
     tops = {m.split(".")[0] for m in modules}
     found = {backend for backend, mods in IMPORTED.items() if tops & set(mods)}
     if any(m == "kernels_env.fastpath" or m.startswith("kernels_env.fastpath.") for m in modules):

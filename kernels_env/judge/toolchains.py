@@ -43,11 +43,13 @@ _OPTIONAL = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
 class _Imports(ast.NodeVisitor):
-    """Modules a source imports unconditionally (anywhere, functions included: they run when called)."""
+    """Modules a source imports anywhere (functions included: they run when called); ``unconditional``: not
+    those inside a ``try`` that handles ``ImportError`` (optional)."""
 
-    def __init__(self) -> None:
+    def __init__(self, unconditional: bool) -> None:
         self.modules: set[str] = set()
         self._optional = 0
+        self._unconditional = unconditional
 
     def visit_Try(self, node: ast.Try) -> None:
         guarded = any(_catches_import_error(h) for h in node.handlers)
@@ -60,12 +62,15 @@ class _Imports(ast.NodeVisitor):
 
     visit_TryStar = visit_Try
 
+    def _counts(self) -> bool:
+        return not (self._unconditional and self._optional)
+
     def visit_Import(self, node: ast.Import) -> None:
-        if not self._optional:
+        if self._counts():
             self.modules.update(alias.name for alias in node.names)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if not self._optional and not node.level and node.module:
+        if self._counts() and not node.level and node.module:
             self.modules.add(node.module)
             self.modules.update(f"{node.module}.{alias.name}" for alias in node.names)
 
@@ -77,15 +82,21 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(n, ast.Name) and n.id in _OPTIONAL for n in names)
 
 
-def required_modules(text: str) -> set[str] | None:
-    """The modules ``text`` imports unconditionally; None when it does not parse as Python."""
+def imported_modules(text: str, unconditional: bool = False) -> set[str] | None:
+    """The modules ``text`` imports (``pkg``, ``pkg.sub``; ``from pkg import name`` also as ``pkg.name``),
+    only the unconditional ones if asked; None when it does not parse as Python."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    visitor = _Imports()
+    visitor = _Imports(unconditional)
     visitor.visit(tree)
     return visitor.modules
+
+
+def required_modules(text: str) -> set[str] | None:
+    """The modules ``text`` imports unconditionally; None when it does not parse as Python."""
+    return imported_modules(text, unconditional=True)
 
 
 def findable(dotted: str) -> bool:
