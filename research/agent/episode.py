@@ -10,11 +10,12 @@ from typing import Any
 
 from kernels_env.client import JudgeConfig
 from kernels_env.session import WorkspaceSession
+from research.rollout import CallRecord, Trajectory, TrajectoryBuilder, Turn
 
 from . import prompts
 from .config import Budgets
 from .policies.base import Policy
-from .tools import ToolBox, tool_specs
+from .tools import ToolBox, call_validity, tool_specs
 
 # Why an episode ended.
 SUBMITTED, MAX_TURNS, CONTEXT, WALL_TIME = "submitted", "max_turns", "context_budget", "wall_time"
@@ -27,16 +28,21 @@ NO_TOOL_CALL = (
 
 @dataclass
 class EpisodeResult:
+    """One episode. ``turns``: one :class:`research.rollout.Turn` per assistant turn (its tool calls, their
+    validity and verdicts); ``trajectory``: the token policy's typed trajectory (None for text policies),
+    whose turns are these same objects with their token spans."""
+
     task_id: str
     level: str
     end_reason: str
     verdict: dict[str, Any]
     messages: list[dict[str, Any]]
-    turns: list[dict[str, Any]]
+    turns: list[Turn]
     usage: dict[str, Any]
     timings: dict[str, float]
-    tokens: dict[str, Any] | None = None
+    trajectory: Trajectory | None = None
     errors: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
 
     def result_record(self) -> dict[str, Any]:
         v = self.verdict
@@ -55,20 +61,25 @@ class EpisodeResult:
         }
 
     def trajectory_record(self) -> dict[str, Any]:
-        rec = {
-            "task": self.task_id,
-            "level": self.level,
-            "end_reason": self.end_reason,
-            "reward": self.verdict.get("reward"),
-            "verdict": self.verdict,
-            "messages": self.messages,
-            "turns": self.turns,
-            "usage": self.usage,
-            "timings": self.timings,
-            "errors": self.errors,
-        }
-        if self.tokens is not None:
-            rec.update(self.tokens)
+        """The JSONL line of trajectories.jsonl: ``research.rollout.Trajectory.to_dict()`` (token policies;
+        text policies: the same keys without tokens) with the conversation (``messages``, the offered
+        ``tools``), usage, timings and errors beside it (``Trajectory.from_dict`` puts them in ``info``)."""
+        traj = self.trajectory or Trajectory(task_id=self.task_id, prompt_ids=[], turns=self.turns)
+        rec = traj.to_dict()
+        rec.update(rec.pop("info"))
+        rec.update(
+            task=self.task_id,
+            task_id=self.task_id,
+            level=self.level,
+            end_reason=self.end_reason,
+            reward=self.verdict.get("reward"),
+            verdict=self.verdict,
+            messages=self.messages,
+            tools=self.tools,
+            usage=self.usage,
+            timings=self.timings,
+            errors=self.errors,
+        )
         return rec
 
 
@@ -89,8 +100,9 @@ def run_episode(
     tools = [] if single_turn else tool_specs(skills is not None)
     messages = prompts.messages(task_id, reference, skills is not None, single_turn)
     box = ToolBox(ws, judge, skills, max_bytes=budgets.max_observation_bytes, k=skill_results)
+    offered = {t["function"]["name"] for t in tools}
     episode = policy.start(task_id, messages, tools)
-    turns: list[dict[str, Any]] = []
+    turns: list[Turn] = []
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "retries": 0}
     timing = {"policy_s": 0.0, "tools_s": 0.0, "judge_s": 0.0}
     errors: list[str] = []
@@ -115,44 +127,66 @@ def run_episode(
                 end = POLICY_DONE if action.finish_reason == "script_end" else POLICY_ERROR
                 break
             messages.append(action.message())
-            turn = {"text_chars": len(action.text), "finish": action.finish_reason, "calls": []}
+            turn = _turn(episode, action.finish_reason)
             turns.append(turn)
             if single_turn:
                 end = _write_single_turn(ws, action.text)
+                turn.invalid = end == NO_CODE
                 break
-            new_messages, submitted = [], False
+            new_messages, results, submitted = [], [], False
             for call in action.tool_calls:
                 res = box.run(call)
                 timing["tools_s"] += res.elapsed_s
-                turn["calls"].append(
-                    {
-                        "id": call.id,
-                        "name": call.name,
-                        "ok": res.ok,
-                        "elapsed_s": round(res.elapsed_s, 3),
-                        "truncated": res.truncated,
-                        "error": call.error,
-                    }
+                valid, known, why = call_validity(call, offered)
+                verdict = getattr(res, "verdict", None)
+                turn.calls.append(
+                    CallRecord(
+                        name=call.name,
+                        ok=res.ok,
+                        valid=valid,
+                        known=known,
+                        error=why,
+                        verdict=verdict,
+                        elapsed_s=round(res.elapsed_s, 3),
+                        truncated=res.truncated,
+                    )
                 )
+                if verdict is not None:
+                    turn.verdict = verdict
                 new_messages.append(res.message())
+                results.append(res)
                 submitted = submitted or res.submitted
+            # CUDA Agent's RFT drops episodes with invalid or hallucinated tool calls; a turn without any
+            # call is not an action either.
+            turn.invalid = not turn.calls or not all(c.valid for c in turn.calls)
+            turn.hallucinated = any(not c.known for c in turn.calls)
             if not action.tool_calls:
                 new_messages.append({"role": "user", "content": NO_TOOL_CALL})
             messages.extend(new_messages)
             if submitted:
                 end = SUBMITTED
                 break
-            episode.observe(new_messages)
+            episode.observe(new_messages, results)
             if episode.context_tokens(messages) > budgets.max_context_tokens:
                 end = CONTEXT
     finally:
-        tokens = episode.tokens()
+        builder = episode.tokens()
         episode.close()
     t1 = time.perf_counter()
     verdict = final_verdict(ws, judge, errors)
     timing["judge_s"] = time.perf_counter() - t1
     timing["total_s"] = time.perf_counter() - t0
-    return EpisodeResult(task_id, level, end, verdict, messages, turns, usage, timing, tokens, errors)
+    traj = builder.build(verdict, end) if isinstance(builder, TrajectoryBuilder) else None
+    names = sorted(offered)
+    return EpisodeResult(task_id, level, end, verdict, messages, turns, usage, timing, traj, errors, names)
+
+
+def _turn(episode, finish: str) -> Turn:
+    """The turn just acted: the token policy's own (with its token span), else a new one."""
+    builder = episode.tokens()
+    if isinstance(builder, TrajectoryBuilder) and builder.turns:
+        return builder.turns[-1]
+    return Turn(start=0, end=0, finish=finish)
 
 
 def final_verdict(ws: WorkspaceSession, judge: JudgeConfig, errors: list[str]) -> dict[str, Any]:

@@ -162,6 +162,18 @@ def _check_arguments(name: str, args: dict) -> str | None:
     return None
 
 
+def call_validity(call: ToolCall, offered) -> tuple[bool, bool, str | None]:
+    """(valid, known, why not) of one call: ``known`` when it names a tool that was offered (else a
+    hallucinated call), ``valid`` when it is known, parses and fits the tool's schema."""
+    args, error = call.parsed()
+    if error is not None:
+        return False, bool(call.name) and call.name in offered, error
+    if call.name not in offered:
+        return False, False, f"unknown tool {call.name!r}"
+    error = _check_arguments(call.name, args)
+    return error is None, True, error
+
+
 class ToolBox:
     """Runs tool calls for one episode. ``skills``: a :class:`research.agent.SkillLibrary` or None (the
     ``skill`` tool then answers that skills are off). ``judge``: the judge of ``verify``/``benchmark``."""

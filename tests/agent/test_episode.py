@@ -32,7 +32,7 @@ def test_scripted_triton_episode_verifies_and_submits_correct(relu_problem, sand
     assert verify["content"].startswith("status: correct")
     rec = res.result_record()
     assert rec["status"] == "correct" and rec["turns"] == 4 and rec["level"] == "all"
-    assert [c["name"] for t in res.turns for c in t["calls"]] == [
+    assert [c.name for t in res.turns for c in t.calls] == [
         "list_files",
         "write_file",
         "verify",

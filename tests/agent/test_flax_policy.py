@@ -65,7 +65,7 @@ def test_token_in_token_out_two_concurrent_episodes(policy, relu_problem, sandbo
     chat, tools = policy.chat, tool_specs(False)
     for res in results:
         assert res.end_reason == "max_turns" and res.verdict["status"] == "no_solution"
-        tok = res.tokens
+        tok = res.trajectory.to_dict()
         prompt, resp, mask, lps = (
             tok["prompt_ids"],
             tok["response_ids"],
@@ -92,7 +92,13 @@ def test_token_in_token_out_two_concurrent_episodes(policy, relu_problem, sandbo
             obs = chat.observation_ids(new, tools, sampled[-1])  # every turn's results are appended
             rebuilt += obs
             expect_mask += [0] * len(obs)
+        # the observation after the last turn is not part of the trajectory (nothing learns from it)
+        while expect_mask[-1] == 0:
+            rebuilt.pop(), expect_mask.pop()
         assert rebuilt == resp and expect_mask == mask
+        spans = [k for k, t in enumerate(tok["turns"]) for _ in range(t["end"] - t["start"])]
+        assert [i for i in tok["turn_ids"] if i >= 0] == spans
+        assert all(t["invalid"] for t in tok["turns"])  # a random model writes no valid tool call
         # sampler log-probs == a recomputing forward pass over the whole trajectory
         ids = jnp.asarray([prompt + resp])
         ref = np.asarray(models.token_logprobs(model, ids))[0, len(prompt) - 1 :]

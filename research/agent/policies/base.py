@@ -16,16 +16,17 @@ class PolicyEpisode:
     def act(self, messages: list[dict[str, Any]]) -> Action:
         raise NotImplementedError
 
-    def observe(self, new_messages: list[dict[str, Any]]) -> None:
-        """The messages appended after the last assistant turn (tool results, a note)."""
+    def observe(self, new_messages: list[dict[str, Any]], results=None) -> None:
+        """The messages appended after the last assistant turn (tool results, a note); ``results``: the
+        turn's ``ToolResult`` objects (structured verdicts next to the text)."""
 
     def context_tokens(self, messages: list[dict[str, Any]]) -> int:
         """Tokens in the context now (an estimate of 4 bytes per token where the policy cannot count)."""
         return len(json.dumps(messages)) // 4
 
-    def tokens(self) -> dict[str, Any] | None:
-        """Token-level trajectory (token policies): prompt_ids, response_ids, response_mask, logprobs,
-        turn boundaries; None for text policies."""
+    def tokens(self):
+        """Token policies: the episode's ``research.rollout.TrajectoryBuilder`` (prompt_ids, response_ids,
+        response_mask, logprobs, turns), finished by the loop; None for text policies."""
         return None
 
     def close(self) -> None:

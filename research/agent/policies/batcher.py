@@ -2,7 +2,12 @@
 gathered into one ``models.Sampler.generate`` call (whose static batch and prompt buckets bound the
 compilations). A batch goes when every registered episode is waiting (and none registered in the last
 ``max_wait_s``: episodes starting together register one by one), when ``max_batch`` requests wait, or
-``max_wait_s`` after its first request (the others are busy in tools)."""
+``max_wait_s`` after its first request (the others are busy in tools).
+
+``lockstep`` (RL rollouts): a batch goes only when every registered episode is waiting, whatever the wait,
+and its requests are ordered by their ``key``, so each generation call holds the same episodes in the same
+rows run after run and a rollout is reproducible (a resumed run samples what the uninterrupted one did).
+``reserve(n)`` counts ``n`` episodes before their threads register, so the first batch waits for all."""
 
 from __future__ import annotations
 
@@ -17,18 +22,29 @@ from typing import Any
 class Request:
     prompt: list[int]
     cache: Any = None
+    key: Any = 0
     future: Future = field(default_factory=Future)
 
 
 class GenerationBatcher:
     def __init__(
-        self, sampler, config, *, keep_cache: bool, max_batch: int, max_wait_s: float, seed: int = 0
+        self,
+        sampler,
+        config,
+        *,
+        keep_cache: bool,
+        max_batch: int,
+        max_wait_s: float,
+        seed: int = 0,
+        lockstep: bool = False,
     ):
         self.sampler, self.config, self.keep_cache = sampler, config, keep_cache
         self.max_batch, self.max_wait_s, self.seed = max_batch, max_wait_s, seed
         self._cv = threading.Condition()
         self._pending: list[Request] = []
         self._active = 0
+        self._reserved = 0
+        self.lockstep = lockstep
         self._last_register = 0.0
         self._closed = False
         self.calls: list[dict[str, Any]] = []  # per sampler call: batch size, seconds, tokens
@@ -37,17 +53,36 @@ class GenerationBatcher:
 
     def register(self) -> None:
         with self._cv:
-            self._active += 1
+            if self._reserved:
+                self._reserved -= 1  # counted by reserve()
+            else:
+                self._active += 1
             self._last_register = time.monotonic()
+
+    def reserve(self, n: int) -> None:
+        """Count ``n`` episodes that will register (lockstep: no batch goes before all of them ask)."""
+        with self._cv:
+            self._active += n
+            self._reserved += n
+
+    def release(self, n: int = 1) -> None:
+        """Give back reservations of episodes that ended before they registered (e.g. their workspace
+        could not be made), so lockstep never waits for them."""
+        with self._cv:
+            n = min(n, self._reserved)
+            self._reserved -= n
+            self._active -= n
+            self._cv.notify_all()
 
     def unregister(self) -> None:
         with self._cv:
             self._active -= 1
             self._cv.notify_all()
 
-    def generate(self, prompt: list[int], cache=None):
-        """(response ids, log-probs, finish reason, kept cache) of one prompt; blocks until its batch ran."""
-        req = Request(prompt, cache)
+    def generate(self, prompt: list[int], cache=None, key: Any = 0):
+        """(response ids, log-probs, finish reason, kept cache) of one prompt; blocks until its batch ran.
+        ``key``: the request's row order in lockstep batches."""
+        req = Request(prompt, cache, key)
         with self._cv:
             if self._closed:
                 raise RuntimeError("the generation batcher is closed")
@@ -67,6 +102,13 @@ class GenerationBatcher:
                 self._cv.wait()
             if self._closed and not self._pending:
                 return None
+            if self.lockstep:
+                while len(self._pending) < self._active and not self._closed:
+                    self._cv.wait()
+                batch = sorted(self._pending, key=lambda r: r.key)[: self.max_batch]
+                taken = {id(r) for r in batch}
+                self._pending = [r for r in self._pending if id(r) not in taken]
+                return batch
             deadline = time.monotonic() + self.max_wait_s
             while (
                 (

@@ -2,13 +2,19 @@
 first prompt on (policy tokens with their sampler log-probs, observation tokens appended from the chat
 template's append-only delta), the sampler checks every new prompt extends the cached one and prefills only
 the new tokens (its KV cache is kept across turns), and the generation of all waiting episodes runs as one
-batched sampler call (``GenerationBatcher``)."""
+batched sampler call (``GenerationBatcher``). Token bookkeeping is ``research.rollout.TrajectoryBuilder``'s:
+``tokens()`` is the episode's typed :class:`research.rollout.Trajectory`.
+
+In RL rollouts (``research.rl.pipeline.agent_env``) the policy runs in ``lockstep`` (reproducible batches),
+``set_model`` swaps the learner's current parameters into the sampler (no reload, no recompilation) and
+``start(..., key=, group=)`` orders an episode's rows and tags its trajectory."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+
+from research.rollout import Sampling, TrajectoryBuilder
 
 from ..actions import Action
 from .base import Policy, PolicyEpisode
@@ -46,21 +52,31 @@ class FlaxPolicy(Policy):
         *,
         template: str | None = None,
         temperature: float = 0.7,
+        top_p: float = 1.0,
         max_tokens: int = 1024,
         batch_buckets=(1, 2, 4, 8, 16, 32, 64),
         prompt_buckets=None,
         max_wait_s: float = 0.05,
         keep_cache: bool = True,
         seed: int = 0,
+        lockstep: bool = False,
+        sampler=None,
     ):
         import models
 
         self.chat = ChatFormat(tokenizer, template)
         kw = {"prompt_buckets": tuple(prompt_buckets)} if prompt_buckets else {}
-        self.sampler = models.Sampler(model, tokenizer=tokenizer, batch_buckets=tuple(batch_buckets), **kw)
+        if sampler is None:
+            sampler = models.Sampler(model, tokenizer=tokenizer, batch_buckets=tuple(batch_buckets), **kw)
+        self.sampler = sampler
         self.sampling = models.SamplingConfig(
-            max_new_tokens=max_tokens, temperature=temperature, eos_token_ids=self.chat.stop_ids()
+            max_new_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            eos_token_ids=self.chat.stop_ids(),
         )
+        # Recorded in every trajectory; the learner computes its log-probs at this temperature.
+        self.record = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_tokens)
         self.keep_cache = keep_cache
         self.batcher = GenerationBatcher(
             self.sampler,
@@ -69,50 +85,48 @@ class FlaxPolicy(Policy):
             max_batch=max(batch_buckets),
             max_wait_s=max_wait_s,
             seed=seed,
+            lockstep=lockstep,
         )
+
+    def set_model(self, model) -> None:
+        """Sample from ``model``'s current parameters from the next generation on (the learner's arrays
+        themselves: nothing is copied or reloaded; same shapes, so nothing recompiles)."""
+        self.sampler.set_model(model)
 
     def describe(self):
         cfg = self.sampler.config
         return {"name": self.name, "family": cfg.family, "layers": cfg.num_layers, "hidden": cfg.hidden_size}
 
-    def start(self, task_id, messages, tools):
-        return FlaxEpisode(self, self.chat.prompt_ids(messages, tools), tools)
+    def start(self, task_id, messages, tools, *, key=0, group=None, split="train"):
+        return FlaxEpisode(self, self.chat.prompt_ids(messages, tools), tools, task_id, key, group, split)
 
     def close(self):
         self.batcher.close()
 
 
 class FlaxEpisode(PolicyEpisode):
-    def __init__(self, policy: FlaxPolicy, prompt_ids: list[int], tools):
-        self.policy, self.tools = policy, tools
-        self.prompt_ids = list(prompt_ids)
-        self.response_ids: list[int] = []
-        self.mask: list[int] = []
-        self.logprobs: list[float] = []
-        self.turns: list[dict[str, int]] = []  # [start, end) of each policy turn in response_ids
+    def __init__(self, policy: FlaxPolicy, prompt_ids, tools, task_id="", key=0, group=None, split="train"):
+        self.policy, self.tools, self.key = policy, tools, key
+        self.builder = TrajectoryBuilder(
+            prompt_ids, task_id=task_id, group=group, split=split, sampling=policy.record
+        )
         self.cache = None
-        self.turn = 0
         policy.batcher.register()
 
     @property
     def ids(self) -> list[int]:
-        return self.prompt_ids + self.response_ids
+        return self.builder.ids
 
     def act(self, messages):
         started = time.perf_counter()
         context = self.ids
         try:
-            out, lps, finish, cache = self.policy.batcher.generate(context, self.cache)
+            out, lps, finish, cache = self.policy.batcher.generate(context, self.cache, self.key)
         except Exception as exc:
             return Action(error=f"{type(exc).__name__}: {exc}", finish_reason="error")
         self.cache = cache if self.policy.keep_cache else None
-        start = len(self.response_ids)
-        self.response_ids += out
-        self.mask += [1] * len(out)
-        self.logprobs += lps
-        self.turns.append({"start": start, "end": len(self.response_ids)})
-        self.turn += 1
-        content, calls = parse_tool_calls(self.policy.chat.decode(out), self.turn)
+        self.builder.policy(out, lps, finish)
+        content, calls = parse_tool_calls(self.policy.chat.decode(out), len(self.builder.turns))
         return Action(
             text=content,
             tool_calls=calls,
@@ -121,24 +135,18 @@ class FlaxEpisode(PolicyEpisode):
             latency_s=time.perf_counter() - started,
         )
 
-    def observe(self, new_messages):
-        last = self.response_ids[-1] if self.response_ids else None
-        obs = self.policy.chat.observation_ids(new_messages, self.tools, last)
-        self.response_ids += obs
-        self.mask += [0] * len(obs)
-        self.logprobs += [0.0] * len(obs)
+    def observe(self, new_messages, results=None):
+        ids = self.ids
+        self.builder.observe(
+            self.policy.chat.observation_ids(new_messages, self.tools, ids[-1] if ids else None)
+        )
 
     def context_tokens(self, messages):
-        return len(self.prompt_ids) + len(self.response_ids)
+        return len(self.builder)
 
-    def tokens(self) -> dict[str, Any]:
-        return {
-            "prompt_ids": self.prompt_ids,
-            "response_ids": self.response_ids,
-            "response_mask": self.mask,
-            "logprobs": self.logprobs,
-            "turns": self.turns,
-        }
+    def tokens(self):
+        """The episode's trajectory so far (``research.rollout.Trajectory``; the loop finishes it)."""
+        return self.builder
 
     def close(self):
         self.cache = None
