@@ -25,7 +25,13 @@ from experiments._hydra import CONF, save_config, to_dataclass, user_errors
 from research.rl.pipeline.config import PipelineConfig
 
 CONFIG_NAME = "train"
+from research.agent import TasksConfig  # noqa: E402
+from research.toyenv import ToyTaskConfig  # noqa: E402
+
 ConfigStore.instance().store(name="train_schema", node=PipelineConfig)
+# Each env's task settings: the typed node conf/env/<env>.yaml puts under `tasks`.
+ConfigStore.instance().store(group="tasks", name="agent_schema", node=TasksConfig)
+ConfigStore.instance().store(group="tasks", name="toy_schema", node=ToyTaskConfig)
 
 
 def to_config(cfg: DictConfig) -> PipelineConfig:

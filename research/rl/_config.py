@@ -31,7 +31,9 @@ class LossConfig:
     kl_penalty: str = "none"  # none | k1_reward | k3_loss
     kl_coef: float = 0.0
     aggregation: str = "token_mean"  # token_mean | seq_mean_token_mean | seq_mean_token_sum
-    temperature: float = 1.0  # the sampler's: log-probs are of log_softmax(logits / T)
+    # The sampler's: log-probs are of log_softmax(logits / T). None: 1.0 in a learner of its own; the staged
+    # pipeline sets each stage's to its rollout's sampling temperature (one home for it).
+    temperature: float | None = None
 
 
 @dataclass

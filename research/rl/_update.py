@@ -46,7 +46,7 @@ def logprobs(graphdef, params, tokens, cfg: LearnerConfig, *, entropy: bool = Fa
         nnx.merge(graphdef, params),
         tokens,
         chunk_size=cfg.chunk_size,
-        temperature=cfg.loss.temperature,
+        temperature=1.0 if cfg.loss.temperature is None else cfg.loss.temperature,
         return_entropy=entropy,
     )
     pad = lambda a: jnp.pad(a, ((0, 0), (1, 0)))

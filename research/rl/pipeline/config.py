@@ -8,7 +8,8 @@ trained from scratch moves at 1e-5 .. 1e-4.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any
 
 from kernels_env.client import JudgeConfig, SandboxConfig
 from models import ModelConfig, ModelSpec
@@ -19,11 +20,32 @@ from .._devices import DevicesConfig
 from .._distributed import DistributedConfig
 from .._mesh import MeshConfig
 from .._rewards import RewardConfig
+from .agent_env import AgentEnvConfig
 from .filters import RFTFilterConfig
 from .pretrain import PretrainConfig
 from .toy_rollout import RolloutConfig
 
 STAGES = ("warmup", "rft", "value", "ppo")
+ENVS = ("agent", "toy")  # agent: the real agent loop on kernel tasks; toy: the toy plan environment
+
+
+def task_config(env: str, tasks: Any):
+    """The typed task config of ``env`` from a dict (Hydra's node) or None (its defaults): the agent
+    loop's ``research.agent.TasksConfig`` (a KernelBench directory, a research.data dataset, toy tasks
+    as problems) or the toy environment's ``ToyTaskConfig``."""
+    from research.agent import TasksConfig
+
+    kind = TasksConfig if env == "agent" else ToyTaskConfig
+    if isinstance(tasks, kind):
+        return tasks
+    if is_dataclass(tasks):
+        tasks = asdict(tasks)
+    tasks = dict(tasks or {})
+    names = set(kind.__dataclass_fields__)
+    unknown = sorted(set(tasks) - names)
+    if unknown:
+        raise ValueError(f"tasks.{unknown[0]} is not a setting of env={env}'s tasks ({kind.__name__}: {sorted(names)})")
+    return kind(**tasks)
 
 
 def toy_model() -> ModelSpec:
@@ -131,8 +153,11 @@ class PipelineConfig:
     stage: str | None = None  # one stage alone (needs ``init`` unless it is the warm-up)
     stages: list[str] = field(default_factory=lambda: list(STAGES))
     init: str | None = None  # a manifest to start from (a stage run alone); None: pretrain first
+    env: str = "toy"  # agent | toy (ENVS)
     model: ModelSpec = field(default_factory=ModelSpec)
-    tasks: ToyTaskConfig = field(default_factory=ToyTaskConfig)
+    # env=agent: research.agent.TasksConfig; env=toy: ToyTaskConfig (``task_config`` types a dict)
+    tasks: Any = None
+    agent: AgentEnvConfig = field(default_factory=AgentEnvConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
@@ -150,6 +175,7 @@ class PipelineConfig:
     time_budget_s: float | None = None  # stop cleanly (checkpoint + manifest) when it runs out
     progress: bool = True
     tensorboard: bool = True  # TensorBoard events beside metrics.jsonl (tensorboardX)
+    export: bool = True  # the last stage's actor to <out_dir>/final_policy (research.rl.pipeline.export)
     # Applied by experiments/train.py before JAX starts (research.rl.apply_devices, initialize_distributed).
     devices: DevicesConfig = field(default_factory=DevicesConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
@@ -171,6 +197,9 @@ class PipelineConfig:
         return out
 
     def __post_init__(self) -> None:
+        if self.env not in ENVS:
+            raise ValueError(f"env must be one of {ENVS}, got {self.env!r}")
+        self.tasks = task_config(self.env, self.tasks)
         if self.pipeline != "staged":
             raise ValueError(f"pipeline must be 'staged' (the only pipeline), got {self.pipeline!r}")
         if self.stage is not None:
@@ -192,6 +221,17 @@ class PipelineConfig:
                     "disagree: set one of them"
                 )
             self.sandbox.gpus = list(self.devices.judge_gpus)  # the sandbox reads its own config only
+        for name in ("warmup", "ppo"):  # the learner's log-probs at the temperature the sampler used
+            stage = getattr(self, name)
+            loss = stage.learner.loss
+            if loss.temperature is None:
+                loss.temperature = stage.rollout.temperature
+            elif loss.temperature != stage.rollout.temperature:
+                raise ValueError(
+                    f"{name}.learner.loss.temperature={loss.temperature} differs from "
+                    f"{name}.rollout.temperature={stage.rollout.temperature}: the learner must score tokens at "
+                    "the sampling temperature (set only the rollout's)"
+                )
         if self.value.on not in ("all", "accepted"):
             raise ValueError(f"value.on must be all or accepted, got {self.value.on!r}")
         if -1 not in self.mesh.sizes():  # else once the device count is known (run_pipeline)

@@ -7,9 +7,10 @@ import json
 import time
 
 from .config import CRITIC_FREE, PipelineConfig
+from .export import export_policy
 from .manifest import Manifest
 from .runtime import DeadlineReached, Runtime
-from .stages import STAGE_FNS, run_pretrain
+from .stages import STAGE_FNS, run_init, run_pretrain
 
 
 def _skipped(cfg: PipelineConfig, name: str) -> str | None:
@@ -22,8 +23,10 @@ def _skipped(cfg: PipelineConfig, name: str) -> str | None:
     return None
 
 
-def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None) -> dict[str, Manifest]:
-    """Run (or resume) the pipeline; returns the manifests by stage (``pretrain`` included)."""
+def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None, client=None) -> dict[str, Manifest]:
+    """Run (or resume) the pipeline; returns the manifests by stage (stage 0 included: ``pretrain`` for the
+    toy environment, ``init`` for the agent). ``judge``/``eval_judge``: the toy environment's judges;
+    ``client``: the agent environment's sandbox client (default: one made from ``cfg.sandbox``)."""
     import jax
 
     if jax.process_count() > 1:
@@ -34,13 +37,14 @@ def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None) -> dict[st
             "(use distributed=single)"
         )
     cfg = cfg.seeded()
-    rt = Runtime(cfg, judge=judge, eval_judge=eval_judge)
+    rt = Runtime(cfg, judge=judge, eval_judge=eval_judge, client=client)
     out: dict[str, Manifest] = {}
     paths: dict[str, str] = {}
     summary: dict = {"stages": {}, "skipped": {}, "truncated": False, "time_s": {}}
     try:
         t0 = time.perf_counter()
-        prev = Manifest.load(cfg.init) if cfg.init else run_pretrain(rt)
+        first = run_init if cfg.env == "agent" else run_pretrain
+        prev = Manifest.load(cfg.init) if cfg.init else first(rt)
         out[prev.stage] = prev
         paths[prev.stage] = cfg.init or str(rt.out / prev.stage / "manifest.json")
         summary["time_s"][prev.stage] = time.perf_counter() - t0
@@ -59,6 +63,8 @@ def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None) -> dict[st
             paths[name] = str(rt.out / name / "manifest.json")
             summary["time_s"][name] = time.perf_counter() - t0
             summary["truncated"] |= bool(prev.extra.get("truncated"))
+        if cfg.export and not summary["truncated"]:
+            summary["final_policy"] = str(export_policy(rt, prev))
     except DeadlineReached:
         summary["truncated"] = True
     finally:

@@ -1,7 +1,8 @@
-"""What the stages share in one process: the learner mesh (``cfg.mesh``), the toy environment (tasks,
-sandbox client, judges), samplers (one per bucket shape, weights swapped in with ``set_model``: no
-recompilation between steps or stages; they decode from the learner's sharded arrays, no copy), the policy
-model builder and the time budget."""
+"""What the stages share in one process: the learner mesh (``cfg.mesh``), the environment of ``cfg.env``
+(the real agent loop, ``agent_env.AgentEnv``, or the toy plan environment, ``ToyEnv``: tasks, sandbox
+client, judges), the tokenizer (and for the agent, its chat template), samplers (one per bucket shape,
+weights swapped in with ``set_model``: no recompilation between steps or stages; they decode from the
+learner's sharded arrays, no copy), the policy model builder and the time budget."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ def build_policy(spec: models.ModelSpec, vocab: int):
 
 
 class Runtime:
-    def __init__(self, cfg: PipelineConfig, judge=None, eval_judge=None):
+    def __init__(self, cfg: PipelineConfig, judge=None, eval_judge=None, client=None):
         self.cfg = cfg
+        self.timings: dict[str, float] = {"weight_swap_s": 0.0}
         # Every learner and sampler of the run shares this mesh (None: one device); checked before any
         # stage starts so a bad size fails in one line, not inside a jitted update.
         self.mesh = build_mesh(cfg.mesh)
@@ -50,8 +52,16 @@ class Runtime:
             cfg.check_mesh_rows(MeshConfig(*(self.mesh.shape[a] for a in AXES)))
         self.out = Path(cfg.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.tokenizer = toy_tokenizer()
         self.deadline = None if cfg.time_budget_s is None else time.monotonic() + cfg.time_budget_s
+        self._samplers: dict[tuple, models.Sampler] = {}
+        self._start_error: BaseException | None = None
+        self.client = None
+        if cfg.env == "agent":
+            self._agent_env(client)
+            return
+        self.tokenizer = toy_tokenizer()
+        self.pad_id = self.tokenizer.pad_id
+        self.template = None
         self.taskset = make_tasks(cfg.tasks)
         splits = {s: self.taskset.split(s) for s in ("train", "test", "heldout_category")}
         self.client = None
@@ -74,8 +84,45 @@ class Runtime:
         self.env = ToyEnv(splits, judge, self._judge_size)
         self.eval_env = ToyEnv(splits, eval_judge or judge, self._judge_size)
         self.interim_eval_env = ToyEnv(splits, interim, self._judge_size) if interim else self.eval_env
-        self._samplers: dict[tuple, models.Sampler] = {}
-        self._start_error: BaseException | None = None
+
+    def _agent_env(self, client=None) -> None:
+        """The agent loop's environment: the learner's tokenizer and chat template (the checkpoint's own;
+        the bundled tokenizer gets ``TINY_TEMPLATE``, a Qwen2.5-shaped template with tools), the tasks of
+        ``cfg.tasks`` by split and one sandbox client for tools and final verdicts (``client``: a test's)."""
+        from research.agent import load_tasks
+        from research.agent.policies.chat import TINY_TEMPLATE, ChatFormat
+
+        from .agent_env import AgentEnv
+
+        cfg, spec = self.cfg, self.cfg.model
+        tok_dir = spec.tokenizer or spec.checkpoint
+        self.tokenizer = models.load_tokenizer(tok_dir) if tok_dir else models.default_tokenizer()
+        self.template = None if tok_dir else TINY_TEMPLATE
+        self.chat = ChatFormat(self.tokenizer, self.template)  # fails here, in one line, without ChatML
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id)
+        self.client = client or SandboxClient(cfg.sandbox)
+        self._own_client = client is None
+        tasks = load_tasks(cfg.tasks, self.out, self._device)
+        splits: dict[str, list] = {}
+        for t in tasks:
+            splits.setdefault(getattr(t, "split", "train"), []).append(t)
+        self.env = AgentEnv(splits, self.client, cfg.judge, self.tokenizer, self.template, cfg.agent)
+        eval_cfg = cfg.eval.judge or cfg.judge
+        self.eval_env = AgentEnv(splits, self.client, eval_cfg, self.tokenizer, self.template, cfg.agent)
+        self.interim_eval_env = self.eval_env
+
+    def _device(self) -> str | None:
+        self.client.start()
+        return self.client.device
+
+    def restore_actor(self, path: str):
+        """A stage's actor: a ``models`` checkpoint, or the Hugging Face checkpoint a run started from
+        (restored onto the run's mesh with the model spec's runtime settings)."""
+        if not (Path(path) / "model.json").is_file() and (Path(path) / "config.json").is_file():
+            model, _ = models.load_hf(path, mesh=self.mesh, **self.cfg.model.runtime())
+            return model
+        return models.restore_checkpoint(path, mesh=self.mesh)
 
     def _start_client(self):
         try:
@@ -94,11 +141,16 @@ class Runtime:
         return corpus_tasks(self.cfg.tasks, self.cfg.pretrain.num_corpus_tasks, avoid=held)
 
     def sampler(self, model, rollout: RolloutConfig) -> models.Sampler:
+        """The sampler of ``rollout``'s shapes holding ``model``'s current parameters (the swap is timed:
+        ``timings['weight_swap_s']``)."""
         key = (rollout.episodes, rollout.max_context)
+        t0 = time.perf_counter()
         if key not in self._samplers:
-            self._samplers[key] = make_sampler(model, rollout)
+            make = self.env.make_sampler if self.cfg.env == "agent" else make_sampler
+            self._samplers[key] = make(model, rollout)
         else:
             self._samplers[key].set_model(model)
+        self.timings["weight_swap_s"] = time.perf_counter() - t0
         return self._samplers[key]
 
     def check_deadline(self) -> None:
@@ -109,5 +161,5 @@ class Runtime:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
     def close(self) -> None:
-        if self.client is not None:
+        if self.client is not None and getattr(self, "_own_client", True):
             self.client.close()

@@ -1,7 +1,9 @@
 """The four stages of CUDA Agent (cuda_agent.md section 4) and pretraining, each a function of the shared
 ``Runtime`` and the previous stage's ``Manifest``, returning its own manifest:
 
-0. ``run_pretrain``: the policy from scratch on the corpus (the base model's stand-in);
+0. ``run_pretrain`` (toy environment): the policy from scratch on the corpus (the base model's stand-in);
+   ``run_init`` (agent environment): the model of ``cfg.model``, a local Hugging Face checkpoint (used in
+   place, nothing copied) or a random init saved once;
 1. ``run_warmup``: single-turn PPO (actor + critic initialised from the actor);
 2. ``run_rft``: multi-turn trajectories of the stage-1 policy, ``filters.rft_filter``, NLL on the policy
    tokens of the kept ones (``Learner.rft_step``); every sampled trajectory is saved for stage 3;
@@ -47,7 +49,7 @@ def _dir(rt: Runtime, stage: str) -> Path:
 
 def _pack(rt: Runtime, records, max_len: int, rows: int, max_turns: int = 64):
     cfg = PackConfig(
-        max_len=max_len, pad_to=max_len, rows_multiple=rows, pad_id=rt.tokenizer.pad_id, max_turns=max_turns
+        max_len=max_len, pad_to=max_len, rows_multiple=rows, pad_id=rt.pad_id, max_turns=max_turns
     )
     return pack_trajectories(records, rt.cfg.reward, cfg)
 
@@ -180,6 +182,33 @@ def run_pretrain(rt: Runtime) -> Manifest:
     return m
 
 
+def run_init(rt: Runtime) -> Manifest:
+    """Stage 0 of the agent environment: the starting policy. A Hugging Face checkpoint is the actor as it
+    is (``Runtime.restore_actor`` loads it); a random init (``model.arch``) is saved once."""
+    c = rt.cfg
+    h = config_hash({"model": c.model})
+    d = _dir(rt, "init")
+    if (m := Manifest.find(d, h)) is not None:
+        return m
+    if c.model.checkpoint:
+        actor, model = str(Path(c.model.checkpoint).resolve()), rt.restore_actor(c.model.checkpoint)
+    else:
+        model = build_policy(c.model, 0)
+        actor = str(models.save_checkpoint(d / "actor", model))
+    if model.config.vocab_size < len(rt.tokenizer):
+        raise ValueError(
+            f"model vocabulary {model.config.vocab_size} < the tokenizer's {len(rt.tokenizer)} tokens "
+            "(model.tokenizer must be the checkpoint's tokenizer)"
+        )
+    metrics = {"params": model.config.num_params()}
+    ev = _evaluate(rt, "init", model, c.warmup.rollout)
+    if ev:
+        metrics["eval"] = ev
+    m = Manifest("init", actor, None, 0, h, metrics, extra={"checkpoint": c.model.checkpoint})
+    m.save(d)
+    return m
+
+
 # --- stages 1 and 4 --------------------------------------------------------------------------------------
 def _rollout_source(rt: Runtime, learner: Learner, rollout, box):
     def source(cursor):
@@ -208,7 +237,7 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
     if (m := Manifest.find(d, h)) is not None:
         return m
     # Restored straight onto the run's mesh (a checkpoint of any mesh restores onto any other).
-    actor = models.restore_checkpoint(prev.actor, mesh=rt.mesh)
+    actor = rt.restore_actor(prev.actor)
     critic = None
     if cfg.learner.advantage.estimator not in CRITIC_FREE:
         if critic_from_prev and prev.critic:
@@ -219,7 +248,7 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
     # RFT actor), frozen, as verl's reference policy is.
     reference = None
     if cfg.learner.loss.kl_penalty != "none":
-        reference = models.restore_checkpoint(prev.actor, mesh=rt.mesh)
+        reference = rt.restore_actor(prev.actor)
     learner = Learner(cfg.learner, actor, critic, reference, mesh=rt.mesh)
     critic_init = (
         "pretrained"
@@ -285,7 +314,7 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
     if (m := Manifest.find(d, h)) is not None:
         return m
     d.mkdir(parents=True, exist_ok=True)
-    actor = models.restore_checkpoint(prev.actor, mesh=rt.mesh)
+    actor = rt.restore_actor(prev.actor)
     traj = d / "trajectories.jsonl"
     stamp = d / "trajectories.hash"
     if traj.is_file() and stamp.is_file() and stamp.read_text() == h:
@@ -399,7 +428,7 @@ def run_value(rt: Runtime, prev: Manifest) -> Manifest:
             batches.append(batch)
     if not batches:
         raise RuntimeError("no trajectory of the RFT stage can train a critic (all dropped)")
-    actor = models.restore_checkpoint(prev.actor, mesh=rt.mesh)
+    actor = rt.restore_actor(prev.actor)
     critic = models.Critic.from_policy(actor, seed=c.learner.seed)
     del actor  # only the critic's initialisation; the policy is frozen here
     learner = Learner(c.learner, None, critic, mesh=rt.mesh)

@@ -1,0 +1,113 @@
+"""Offline fixtures of the agent pipeline's tests: a tiny Hugging Face Qwen2 checkpoint made here (random
+weights by transformers, a byte-level BPE trained with ``tokenizers`` on the agent's own prompts and tools,
+a ChatML chat template with tools: ``TINY_TEMPLATE``), a KernelBench-format problem with a correct Triton
+solution (CPU sandbox: the Triton interpreter runs it), and a scripted policy's script that solves it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from research.agent import TOOL_SPECS
+from research.agent.policies.chat import TINY_TEMPLATE
+from research.agent.prompts import SINGLE_TURN, SYSTEM, TASK
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+SCALE_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def get_inputs():
+    return [torch.randn(256)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+SCALE_TRITON = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+        return out
+"""
+
+
+def write_problems(root: Path, n: int = 2) -> Path:
+    """``n`` copies of the scale problem under ``root/level1`` (distinct task ids)."""
+    d = root / "level1"
+    d.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (d / f"{i + 1}_scale{i}.py").write_text(SCALE_PROBLEM)
+    return root
+
+
+def solve_script() -> list[dict]:
+    """A scripted episode that writes the solution, verifies it and submits."""
+    return [
+        {"name": "write_file", "arguments": {"path": "model_new.py", "content": SCALE_TRITON}},
+        {"name": "verify", "arguments": {}},
+        {"name": "submit", "arguments": {}},
+    ]
+
+
+def make_tiny_hf(path: Path, vocab_size: int = 512, layers: int = 2, hidden: int = 64) -> Path:
+    """A Qwen2 checkpoint directory with a BPE tokenizer trained offline and a tool-calling template."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    corpus = [SYSTEM, TASK, SINGLE_TURN, SCALE_PROBLEM, SCALE_TRITON, json.dumps(TOOL_SPECS), TINY_TEMPLATE]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(SPECIAL),
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(corpus * 4, trainer)
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIAL[1:],
+    )
+    fast.chat_template = TINY_TEMPLATE
+    path.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(path))
+    config = transformers.Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"),
+    )
+    import torch
+
+    torch.manual_seed(0)
+    transformers.Qwen2ForCausalLM(config).save_pretrained(str(path))
+    return path
