@@ -71,10 +71,11 @@ def read_records(cfg: TasksConfig) -> list[TaskRecord]:
         raise FileNotFoundError(f"{where}: no {SYNTHESIZED}: synthesis has not finished there (resume it)")
     if synthesized and cfg.columns:
         raise AgentConfigError(f"tasks.columns: {where} is a synthesis output (its records need no map)")
+    columns = column_map(cfg.columns)
     try:
         if synthesized:
             return load_synthesized(path)
-        records = load_dataset(path, column_map(cfg.columns))
+        records = load_dataset(path, columns)
     except FileNotFoundError:
         raise FileNotFoundError(f"{where}: no .jsonl, .json or .parquet dataset file in it") from None
     except (ValueError, KeyError, SyntaxError, ImportError) as exc:

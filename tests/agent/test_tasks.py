@@ -266,7 +266,7 @@ def test_data_source_errors_are_one_line(tmp_path):
         FileNotFoundError, match="tasks.path=.*synth: no tasks.jsonl: synthesis has not finished"
     ):
         load_tasks(TasksConfig(source="data", path=str(synth)), out, _no_device)
-    with pytest.raises(AgentConfigError, match="tasks.columns: 'sauce' is no task record field"):
+    with pytest.raises(AgentConfigError, match="^tasks.columns: 'sauce' is no task record field"):
         load_tasks(TasksConfig(source="data", path=str(data), columns={"sauce": "code"}), out, _no_device)
     bad = tmp_path / "bad.jsonl"
     write_jsonl(bad, [TaskRecord(id="a", source=RELU, proxy_sizes={"batch": 2})])
