@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from kernels_env.client import JudgeConfig, SandboxConfig
 
 POLICIES = ("openai", "flax", "scripted", "toy")
-TASK_SOURCES = ("dir", "toy")
+TASK_SOURCES = ("dir", "toy", "data")
 MODES = ("agentic", "single_turn")
 
 
@@ -111,18 +111,36 @@ class PolicyConfig:
 
 @dataclass
 class TasksConfig:
-    """``source=dir``: KernelBench-format problems under ``problems_dir`` (recursive; ``level1/``-style
-    folders or ``level_1`` in a path give the level). ``limit`` 0: all.
+    """Where the run's tasks come from (``source``) and which of them run. Every task has a split; ``split``
+    picks splits (comma-separated, e.g. ``train,val``; "": all the source has, toy: ``toy_split``) and
+    ``limit`` (0: all) caps each picked split after a deterministic order.
 
-    ``source=toy``: the first ``limit`` tasks of split ``toy_split`` of ``research.toyenv.make_tasks`` (task
-    seed ``toy_seed``, held-out category ``toy_heldout_category``), each reference written as a
-    KernelBench-format problem under ``<out_dir>/problems/`` (in CPU mode at ``cpu_size(task, cpu_rows)``,
-    the size the RL pipeline judges there). ``limit`` must be > 0."""
+    ``source=dir``: KernelBench-format problems under ``problems_dir`` (recursive; ``level1/``-style
+    folders or ``level_1`` in a path give the level). A folder named ``train``, ``val`` or ``test`` below
+    ``problems_dir`` (or ``problems_dir`` itself) gives the split, else ``split_name``: so a directory of
+    data tasks written by a run (``<out_dir>/problems/<split>/``) loads back with its splits.
+
+    ``source=data``: records of ``research.data`` at ``path``: a ``python -m experiments.synthesize`` output
+    directory (its ``tasks.jsonl``), or a JSONL/JSON/Parquet file (or a directory of them) read by
+    ``research.data.load_dataset`` with the column map ``columns`` (record field -> column: ``source``,
+    ``id``, ``ops``, ``category``, ``level``, ``split`` or any other record field; a column named like a
+    record field is that field unless mapped). Each record is written as a problem under
+    ``<out_dir>/problems/<split>/<name>.py``; in CPU mode at its ``proxy_sizes`` (records without them as
+    they are).
+
+    ``source=toy``: the first ``limit`` tasks of each picked split (default ``toy_split``) of
+    ``research.toyenv.make_tasks`` (task seed ``toy_seed``, held-out category ``toy_heldout_category``), each
+    reference written as a KernelBench-format problem under ``<out_dir>/problems/`` (in CPU mode at
+    ``cpu_size(task, cpu_rows)``, the size the RL pipeline judges there). ``limit`` must be > 0."""
 
     source: str = "dir"
     problems_dir: str = "examples/problems"
     pattern: str = "*.py"
     limit: int = 0
+    split: str = ""
+    split_name: str = "train"
+    path: str = ""
+    columns: dict[str, str] = field(default_factory=dict)
     toy_split: str = "heldout_category"
     toy_seed: int = 0
     toy_heldout_category: str = "normalization"
@@ -131,8 +149,21 @@ class TasksConfig:
     def __post_init__(self):
         if self.source not in TASK_SOURCES:
             raise AgentConfigError(f"tasks.source must be one of {TASK_SOURCES}, got {self.source!r}")
+        if self.limit < 0:
+            raise AgentConfigError(f"tasks.limit must be >= 0 (0: all), got {self.limit}")
         if self.source == "toy" and self.limit < 1:
             raise AgentConfigError("tasks.source=toy needs tasks.limit >= 1 (how many toy tasks)")
+        if self.source == "data" and not self.path:
+            raise AgentConfigError(
+                "tasks.source=data needs tasks.path (a .jsonl/.parquet dataset or a synthesis output dir)"
+            )
+        if not self.split_name.strip() or "/" in self.split_name:
+            raise AgentConfigError(f"tasks.split_name must be a folder name, got {self.split_name!r}")
+
+    @property
+    def splits(self) -> list[str]:
+        """The picked splits in the order given; empty: all."""
+        return list(dict.fromkeys(s.strip() for s in self.split.split(",") if s.strip()))
 
 
 @dataclass
