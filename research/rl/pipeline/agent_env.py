@@ -78,8 +78,15 @@ class AgentEnv:
     """Tasks by split (``research.agent.Task``), the sandbox client, the judge of tools and final verdicts,
     the learner's tokenizer and chat template, and the loop's settings."""
 
-    def __init__(self, splits: dict[str, list[Task]], client, judge: JudgeConfig, tokenizer, template,
-                 cfg: AgentEnvConfig):
+    def __init__(
+        self,
+        splits: dict[str, list[Task]],
+        client,
+        judge: JudgeConfig,
+        tokenizer,
+        template,
+        cfg: AgentEnvConfig,
+    ):
         self.splits = {k: list(v) for k, v in splits.items()}
         self.client, self.judge, self.cfg = client, judge, cfg
         self.tokenizer, self.template = tokenizer, template
@@ -173,7 +180,11 @@ class AgentEnv:
                     policy.batcher.release(1)
             traj = res.trajectory
             traj.info.update(
-                level=res.level, messages=res.messages, usage=res.usage, timings=res.timings, errors=res.errors
+                level=res.level,
+                messages=res.messages,
+                usage=res.usage,
+                timings=res.timings,
+                errors=res.errors,
             )
             return traj
 

@@ -44,7 +44,9 @@ def task_config(env: str, tasks: Any):
     names = set(kind.__dataclass_fields__)
     unknown = sorted(set(tasks) - names)
     if unknown:
-        raise ValueError(f"tasks.{unknown[0]} is not a setting of env={env}'s tasks ({kind.__name__}: {sorted(names)})")
+        raise ValueError(
+            f"tasks.{unknown[0]} is not a setting of env={env}'s tasks ({kind.__name__}: {sorted(names)})"
+        )
     return kind(**tasks)
 
 
@@ -229,8 +231,8 @@ class PipelineConfig:
             elif loss.temperature != stage.rollout.temperature:
                 raise ValueError(
                     f"{name}.learner.loss.temperature={loss.temperature} differs from "
-                    f"{name}.rollout.temperature={stage.rollout.temperature}: the learner must score tokens at "
-                    "the sampling temperature (set only the rollout's)"
+                    f"{name}.rollout.temperature={stage.rollout.temperature}: the learner must score "
+                    "tokens at the sampling temperature (set only the rollout's)"
                 )
         if self.value.on not in ("all", "accepted"):
             raise ValueError(f"value.on must be all or accepted, got {self.value.on!r}")
