@@ -121,7 +121,7 @@ class FlaxEpisode(PolicyEpisode):
             latency_s=time.perf_counter() - started,
         )
 
-    def observe(self, new_messages):
+    def observe(self, new_messages, results=None):
         last = self.response_ids[-1] if self.response_ids else None
         obs = self.policy.chat.observation_ids(new_messages, self.tools, last)
         self.response_ids += obs
