@@ -33,11 +33,23 @@ from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
 from .rules.protocols import resolve
 from .rules.result import (
+    COMPILE_ERROR,
+    CORRECT,
+    FAILURES,
     INCORRECT,
+    INFRA_ERROR,
+    INSUFFICIENT_MEMORY,
     JUDGE_ERROR,
+    NO_SOLUTION,
     NO_VERDICT,
+    NOT_RUN,
     REFERENCE_ERROR,
+    REJECTED,
     RUNTIME_ERROR,
+    STATUSES,
+    TIMEOUT,
+    TOOLCHAIN_MISSING,
+    Result,
     message,
     new_result,
 )
@@ -47,14 +59,30 @@ from .rules.summary import format_pass_rate, problem_set, read_batch_summary, su
 from .runtime.fleet import make_fleet
 from .runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
 
-# The config dataclasses, the reward registry, the statuses that carry no verdict on the candidate, the
-# KernelBench-style summary of many verdicts (and the batch summary a results file has beside it, with its
-# problem set) and the resumable results file (keyed by name and input hashes) are part of the client API
-# (research may import only the client, rules.messages and session).
+# The config dataclasses, the reward registry, the result schema and its one status vocabulary (with the
+# verdicts made outside the judge: ``Result.outside``), the KernelBench-style summary of many verdicts (and
+# the batch summary a results file has beside it, with its problem set) and the resumable results file
+# (keyed by name and input hashes) are part of the client API (research may import only the client,
+# rules.messages and session).
 __all__ = [
+    "COMPILE_ERROR",
+    "CORRECT",
+    "FAILURES",
     "INCORRECT",
+    "INFRA_ERROR",
+    "INSUFFICIENT_MEMORY",
+    "JUDGE_ERROR",
+    "NOT_RUN",
+    "NO_SOLUTION",
     "NO_VERDICT",
+    "REFERENCE_ERROR",
+    "REJECTED",
     "REWARDS",
+    "RUNTIME_ERROR",
+    "STATUSES",
+    "TIMEOUT",
+    "TOOLCHAIN_MISSING",
+    "Result",
     "BrokenReference",
     "JudgeConfig",
     "SandboxClient",

@@ -16,12 +16,12 @@ from typing import Any
 from ..rules.result import (
     COMPILE_ERROR,
     JUDGE_ERROR,
+    JUDGE_STATUSES,
     NOT_RUN,
     REFERENCE_ERROR,
     REJECTED,
     RUNTIME_ERROR,
     STAGES,
-    STATUSES,
     TIMEOUT,
     TOOLCHAIN_MISSING,
     message,
@@ -130,10 +130,11 @@ def verdict(
     environment: dict[str, Any],
 ) -> dict[str, Any]:
     """The result schema (``rules.result``) filled from a stage's report; timings and reward added later.
-    Fields of the wrong type are coerced (a report is never trusted); an unknown status is a judge error."""
+    Fields of the wrong type are coerced (a report is never trusted); a status the judge does not give (one
+    made outside it, ``no_solution`` or ``infra_error``, included) is a judge error."""
     if not isinstance(report, dict):
         report = judge_error("compile", f"a stage reported {_text(report)}")
-    if report.get("status") not in STATUSES:
+    if report.get("status") not in JUDGE_STATUSES:
         status = _text(report.get("status"))
         report = judge_error(_stage(report.get("stage")), f"a stage reported status {status}")
     result = new_result(

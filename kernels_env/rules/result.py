@@ -33,9 +33,17 @@ REFERENCE_ERROR = "reference_error"  # the reference problem cannot be loaded or
 INSUFFICIENT_MEMORY = "insufficient_memory"
 TOOLCHAIN_MISSING = "toolchain_missing"
 MACHINE_LIMITS = (INSUFFICIENT_MEMORY, TOOLCHAIN_MISSING)
-NO_VERDICT = (NOT_RUN, JUDGE_ERROR, REFERENCE_ERROR, *MACHINE_LIMITS)  # statuses without a reward
-STATUSES = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED, *NO_VERDICT)
-FAILURES = (INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED)
+# Verdicts made outside the judge (``Result.outside``: the agent loop, RL rollouts, evaluation reports), so
+# that every verdict anywhere has this schema and one vocabulary. The judge never gives them, and a stage's
+# report that claims one is the judge's failure (``JUDGE_STATUSES``).
+NO_SOLUTION = "no_solution"  # nothing judgeable was left (no model_new.py, an action that made no candidate)
+INFRA_ERROR = "infra_error"  # the sandbox could not be reached, did not answer or its wait ran out
+OUTSIDE = (NO_SOLUTION, INFRA_ERROR)
+# Statuses without a reward (not the candidate's doing).
+NO_VERDICT = (NOT_RUN, JUDGE_ERROR, REFERENCE_ERROR, *MACHINE_LIMITS, INFRA_ERROR)
+FAILURES = (INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED, NO_SOLUTION)  # the failure reward
+STATUSES = (CORRECT, *FAILURES, *NO_VERDICT)
+JUDGE_STATUSES = tuple(s for s in STATUSES if s not in OUTSIDE)
 
 STAGES = ("compile", "load", "correctness", "timing", "done")
 
@@ -96,6 +104,29 @@ class Result:
     @classmethod
     def from_json(cls, text: str) -> Result:
         return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def outside(
+        cls,
+        status: str,
+        error: str,
+        *,
+        problem: str = "",
+        solution: str = "",
+        reward_fn: str | None = None,
+        stage: str = "compile",
+    ) -> Result:
+        """A verdict made outside the judge (``OUTSIDE``): ``no_solution`` gets ``reward_fn``'s failure
+        reward (a name of ``rules.rewards``; None: no reward), ``infra_error`` none. ``stage`` is
+        ``compile``: no stage of the judge was reached."""
+        if status not in OUTSIDE:
+            raise ValueError(f"only the judge gives {status!r}; a verdict made outside it: one of {OUTSIDE}")
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; known: {STAGES}")
+        from .rewards import get_reward  # rewards reads this module's statuses
+
+        reward = None if reward_fn is None else get_reward(reward_fn)(status, {})
+        return cls(status, stage, problem, solution, error=error, reward=reward, reward_fn=reward_fn)
 
 
 def new_result(

@@ -1,7 +1,9 @@
 """Rewards by name: a function of the verdict status and the speedups over each baseline.
 
-Every reward maps the statuses without a verdict on the candidate (``not_run``: CPU mode, compiled but not
-executed; ``judge_error``; ``reference_error``) to ``None``. Speedups are
+Every reward maps the statuses without a verdict on the candidate (``result.NO_VERDICT``: ``not_run``, CPU
+mode, compiled but not executed; ``judge_error``; ``reference_error``; what the machine cannot judge;
+``infra_error``, the sandbox not reached) to ``None``, and every other status but ``correct`` (the
+candidate's failures, ``no_solution`` included) to its failure value. Speedups are
 ``t_baseline / t_candidate``; a missing speedup (CPU mode, failed baseline) never counts as faster.
 """
 

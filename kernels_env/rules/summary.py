@@ -12,8 +12,9 @@ CUDA Agent's ">5% faster" rule. Geomean and median speedups are over correct sol
 ``not_run`` results (CPU mode: compiled, never executed) are unverified: they are left out of every share, and
 a problem whose solutions are all ``not_run`` leaves the denominator (listed as ``problems_unverified``).
 
-``judge_error``, ``reference_error`` and what this machine cannot judge (``insufficient_memory``,
-``toolchain_missing``) are not the candidate's failures, yet a problem they hit has no
+``judge_error``, ``reference_error``, what this machine cannot judge (``insufficient_memory``,
+``toolchain_missing``) and a sandbox that was not reached (``infra_error``, a verdict made outside the judge)
+are not the candidate's failures, yet a problem they hit has no
 verified fast solution: fast_p stays KernelBench's "over all problems" and scores them 0, as KernelBench
 scores a missing result (so fast_p is never inflated by the judge's failures), and the summary counts them
 apart (``no_verdict``: how many, on which problems) next to the candidates' own failures
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import speed_of_light
-from .result import FAILURES, JUDGE_ERROR, MACHINE_LIMITS, REFERENCE_ERROR
+from .result import FAILURES, NO_VERDICT, NOT_RUN
 from .rewards import faster
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
@@ -220,7 +221,9 @@ def _natural(name: str) -> list:
 def _no_verdict(results: list[Mapping[str, Any]]) -> dict[str, Any]:
     """Results that are not the candidate's doing: counts per status and the problems they hit."""
     out: dict[str, Any] = {}
-    for status in (JUDGE_ERROR, REFERENCE_ERROR, *MACHINE_LIMITS):
+    for status in NO_VERDICT:
+        if status == NOT_RUN:  # unverified, left out of the shares instead (module doc)
+            continue
         hit = [r for r in results if r["status"] == status]
         out[status] = {"count": len(hit), "problems": sorted({r["problem"] for r in hit})}
     return out

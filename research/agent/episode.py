@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernels_env.client import JudgeConfig
+from kernels_env.client import INFRA_ERROR, NO_SOLUTION, JudgeConfig, Result
 from kernels_env.session import WorkspaceSession
 from research.rollout import CallRecord, Trajectory, TrajectoryBuilder, Turn
 
@@ -136,6 +136,7 @@ def run_episode(
             new_messages, results, submitted = [], [], False
             for call in action.tool_calls:
                 res = box.run(call)
+                results.append(res)
                 timing["tools_s"] += res.elapsed_s
                 valid, known, why = call_validity(call, offered)
                 verdict = getattr(res, "verdict", None)
@@ -166,7 +167,7 @@ def run_episode(
             if submitted:
                 end = SUBMITTED
                 break
-            episode.observe(new_messages, results)
+            episode.observe(new_messages, results if action.tool_calls else None)
             if episode.context_tokens(messages) > budgets.max_context_tokens:
                 end = CONTEXT
     finally:
@@ -190,29 +191,18 @@ def _turn(episode, finish: str) -> Turn:
 
 
 def final_verdict(ws: WorkspaceSession, judge: JudgeConfig, errors: list[str]) -> dict[str, Any]:
-    """The reward: a fresh snapshot of the workspace judged by the full harness. A workspace without
-    model_new.py scores as a failure (-1, CUDA Agent's reward for anything that does not run)."""
+    """The reward: a fresh snapshot of the workspace judged by the full harness. Every verdict has the
+    sandbox's result schema: a workspace without model_new.py is ``no_solution`` with the judge's reward's
+    failure value (-1 for CUDA Agent's tiers: anything that does not run); a sandbox that fails is
+    ``infra_error``, no reward (docs/sandbox.md "Verdicts made outside the judge")."""
     if not any(f["path"] == "model_new.py" for f in ws.list_files()):
-        return {
-            "status": "no_solution",
-            "reward": -1.0,
-            "error": "the workspace has no model_new.py",
-            "problem": ws.problem,
-            "speedups": {},
-            "timings": None,
-        }
+        error = "the workspace has no model_new.py"
+        return Result.outside(NO_SOLUTION, error, problem=ws.problem, reward_fn=judge.reward).to_dict()
     try:
         return ws.evaluate(judge=judge)
     except Exception as exc:  # the sandbox itself failed: no reward, the run goes on
         errors.append(f"final evaluation failed: {type(exc).__name__}: {exc}")
-        return {
-            "status": "sandbox_error",
-            "reward": None,
-            "error": errors[-1],
-            "problem": ws.problem,
-            "speedups": {},
-            "timings": None,
-        }
+        return Result.outside(INFRA_ERROR, errors[-1], problem=ws.problem, reward_fn=judge.reward).to_dict()
 
 
 def _write_single_turn(ws: WorkspaceSession, text: str) -> str:

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kernels_env.client import JudgeConfig
+from kernels_env.client import CORRECT, JudgeConfig
 from kernels_env.session import WorkspaceError, WorkspaceSession
 
 from .actions import ToolCall
@@ -78,6 +78,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
 ]
 TOOL_NAMES = tuple(t["function"]["name"] for t in TOOL_SPECS)
 SANDBOX_TOOLS = ("compile", "profile", "sanitize", "roofline")
+JUDGE_TOOLS = ("verify", "benchmark")  # their ToolResult carries the verdict
 
 
 def tool_specs(skills: bool) -> list[dict[str, Any]]:
@@ -88,7 +89,9 @@ def tool_specs(skills: bool) -> list[dict[str, Any]]:
 @dataclass
 class ToolResult:
     """What one call returned: the observation text the policy sees (already truncated), whether it
-    succeeded, and bookkeeping for the trajectory record."""
+    succeeded, and bookkeeping for the trajectory record. ``verdict``: the sandbox's result
+    (``kernels_env.client.Result.to_dict()``) of a ``verify`` / ``benchmark`` call that was judged, beside its
+    text, so that code reads the verdict itself, never the text; None for every other call."""
 
     call_id: str
     name: str
@@ -97,6 +100,7 @@ class ToolResult:
     elapsed_s: float = 0.0
     truncated: bool = False
     submitted: bool = False
+    verdict: dict[str, Any] | None = None
 
     def message(self) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": self.call_id, "name": self.name, "content": self.text}
@@ -191,19 +195,25 @@ class ToolBox:
             error = f"unknown tool {call.name!r}; available: {', '.join(TOOL_NAMES)}"
         if error is None:
             error = _check_arguments(call.name, args)
-        ok, submitted = False, False
+        ok, submitted, verdict = False, False, None
         if error is not None:
             text = f"error: {error}"
         else:
             try:
-                text, ok = getattr(self, "_" + call.name)(**args)
+                if call.name in JUDGE_TOOLS:
+                    timed = call.name == "benchmark"
+                    verdict = self._evaluate(timed)
+                    text, ok = render_verdict(verdict, timed), verdict.get("status") == CORRECT
+                else:
+                    text, ok = getattr(self, "_" + call.name)(**args)
                 submitted = call.name == "submit"
             except WorkspaceError as exc:
                 text = f"error: {exc}"
             except Exception as exc:  # the tool broke, not the episode: the policy is told and goes on
                 text = f"error: {call.name} failed: {type(exc).__name__}: {exc}"
         text, cut = truncate(text, self.max_bytes)
-        return ToolResult(call.id, call.name, text, ok, time.perf_counter() - started, cut, submitted)
+        elapsed = time.perf_counter() - started
+        return ToolResult(call.id, call.name, text, ok, elapsed, cut, submitted, verdict)
 
     # -- file tools ------------------------------------------------------------------------------------------
     def _list_files(self):
@@ -249,13 +259,9 @@ class ToolBox:
     def _roofline(self):
         return self._sandbox("roofline", {})
 
-    def _verify(self):
-        verdict = self.ws.evaluate(judge=dataclasses.replace(self.judge, time_candidate=False))
-        return render_verdict(verdict, timed=False), verdict.get("status") == "correct"
-
-    def _benchmark(self):
-        verdict = self.ws.evaluate(judge=dataclasses.replace(self.judge, time_candidate=True))
-        return render_verdict(verdict, timed=True), verdict.get("status") == "correct"
+    def _evaluate(self, timed: bool) -> dict[str, Any]:
+        """``verify`` (correctness only) and ``benchmark`` (with timings): the sandbox's verdict."""
+        return self.ws.evaluate(judge=dataclasses.replace(self.judge, time_candidate=timed))
 
     # -- skills and submit -----------------------------------------------------------------------------------
     def _skill(self, query: str):

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kernels_env.client import format_pass_rate, problem_set, read_batch_summary
+from kernels_env.client import NO_SOLUTION, format_pass_rate, problem_set, read_batch_summary
 from research.agent.summary import MISSING
 from research.agent.summary import table1 as _table1
 
@@ -108,7 +108,7 @@ def missing_tasks(results: list[dict[str, Any]], tasks: list[tuple[int | str, st
         {
             "problem": stem,
             "level": str(level),
-            "status": "no_solution",
+            "status": NO_SOLUTION,
             "reward": None,
             "speedups": {},
             MISSING: True,

@@ -5,13 +5,12 @@ A verdict's reward comes from the sandbox's reward registry (``cuda_agent`` tier
 ``reward_fn=None`` the reward the sandbox already put in the verdict (``verdict["reward"]``, computed by the
 judge's own reward setting) is taken.
 
-Episodes whose verdict is not the policy's doing never become a reward: the judge's own failure
-(``judge_error``), a broken reference (``reference_error``), an infrastructure error or timeout
-(``infra_error``, ``infra_timeout``: e.g. the agent loop's wait for the sandbox ran out; the sandbox's own
-``timeout`` status is a candidate that hung, which *is* the policy's doing and gets the failure reward).
-The sandbox reports the first two as verdicts (``kernels_env.client.NO_VERDICT``, with ``not_run``: CPU mode,
-no reward); the agent loop records the infrastructure ones. Dropped episodes
-are counted by reason.
+Episodes whose verdict is not the policy's doing never become a reward: the statuses of
+``kernels_env.client.NO_VERDICT``, the one vocabulary of verdicts (docs/sandbox.md): the judge's own failure
+(``judge_error``), a broken reference (``reference_error``), ``not_run`` (CPU mode), what the machine cannot
+judge, and ``infra_error`` (a verdict made outside the judge: the sandbox was not reached or the wait for it
+ran out; the sandbox's own ``timeout`` status is a candidate that hung, which *is* the policy's doing and
+gets the failure reward, as ``no_solution`` does). Dropped episodes are counted by reason.
 
 Placement: ``final`` puts the episode's reward on its last policy token (the default); ``per_turn`` puts
 each turn's verdict reward on that turn's last policy token and multiplies the discount by ``turn_gamma``
@@ -30,7 +29,7 @@ from kernels_env.client import NO_VERDICT, get_reward
 
 from ._registry import Registry
 
-NON_POLICY_STATUSES = (*NO_VERDICT, "infra_error", "infra_timeout")
+NON_POLICY_STATUSES = NO_VERDICT  # the name callers know: the client's statuses without a reward
 PLACEMENTS = Registry("reward placement")
 
 

@@ -9,9 +9,14 @@ import json
 
 import pytest
 
+from kernels_env.client import CORRECT, INFRA_ERROR, NO_SOLUTION, JudgeConfig, Result, SandboxError
+from kernels_env.rules.result import validate
 from kernels_env.session import WorkspaceSession
+from research import rl
 from research.agent import Budgets, ScriptedPolicy, ToolBox, ToolCall, prompts, run_episode
-from research.agent.tools import truncate
+from research.agent.episode import NO_TOOL_CALL, final_verdict
+from research.agent.policies.scripted import ScriptedEpisode
+from research.agent.tools import render_verdict, truncate
 
 from .conftest import FAST, RELU_TRITON, write_call
 
@@ -103,3 +108,97 @@ def test_budgets_reject_nonsense():
     with pytest.raises(ValueError, match="max_turns must be > 0"):
         Budgets(max_turns=0)
     assert dataclasses.asdict(Budgets())["max_turns"] == 200
+
+
+class FakeWorkspace:
+    """The WorkspaceSession surface the loop uses, in-process: ``evaluate`` answers with a Result dict as the
+    sandbox does (correct; timed: speedups), or raises ``fail``."""
+
+    problem = "1_relu"
+
+    def __init__(self, solution: bool = True, fail: Exception | None = None):
+        self.files = {"model.py": "class Model: ...\n", **({"model_new.py": "x = 1\n"} if solution else {})}
+        self.fail, self.judges, self.verdicts = fail, [], []
+
+    def list_files(self):
+        return [{"path": p, "bytes": len(t), "writable": p != "model.py"} for p, t in self.files.items()]
+
+    def write_file(self, path, content):
+        self.files[path] = content
+        return {"path": path, "bytes": len(content)}
+
+    def evaluate(self, judge=None):
+        self.judges.append(judge)
+        if self.fail is not None:
+            raise self.fail
+        timed = judge.time_candidate
+        speedups = {"eager": 1.3, "compile": None} if timed else {}
+        stage = "timing" if timed else "correctness"
+        verdict = Result(
+            CORRECT, stage, self.problem, "ws", reward=1.0, reward_fn=judge.reward, speedups=speedups
+        )
+        self.verdicts.append(verdict.to_dict())
+        return self.verdicts[-1]
+
+
+def test_verify_and_benchmark_results_carry_the_sandbox_verdict():
+    ws = FakeWorkspace()
+    box = ToolBox(ws, FAST)
+    verify = box.run(ToolCall("a", "verify"))
+    assert verify.verdict == ws.verdicts[-1] and ws.judges[-1].time_candidate is False
+    assert verify.ok and verify.text == render_verdict(ws.verdicts[-1], timed=False)
+    bench = box.run(ToolCall("b", "benchmark"))
+    assert bench.verdict == ws.verdicts[-1] and ws.judges[-1].time_candidate is True
+    assert bench.verdict["speedups"] == {"eager": 1.3, "compile": None} and "eager 1.300x" in bench.text
+    assert box.run(ToolCall("c", "list_files")).verdict is None  # only judged calls carry one
+    broken = FakeWorkspace(fail=SandboxError("workers do not start"))
+    down = ToolBox(broken, FAST).run(ToolCall("d", "verify"))
+    assert down.verdict is None and not down.ok and down.text.startswith("error: verify failed: SandboxError")
+
+
+# each reward's failure value (docs/sandbox.md "Reward")
+@pytest.mark.parametrize(("reward", "failure"), [("cuda_agent", -1.0), ("binary", 0.0), ("log_speedup", -2)])
+def test_final_verdicts_made_outside_the_judge_are_results(reward, failure):
+    errors: list[str] = []
+    judge = JudgeConfig(reward=reward)
+    none = final_verdict(FakeWorkspace(solution=False), judge, errors)
+    validate(none)
+    assert none["status"] == NO_SOLUTION and none["problem"] == "1_relu" and not errors
+    assert "no model_new.py" in none["error"]
+    assert none["reward"] == failure and none["reward_fn"] == reward
+    down = final_verdict(FakeWorkspace(fail=SandboxError("the client was closed")), judge, errors)
+    validate(down)
+    assert down["status"] == INFRA_ERROR and down["reward"] is None and "SandboxError" in errors[-1]
+    assert down["error"] == errors[-1]
+    with pytest.raises(rl.Dropped, match=f"^{INFRA_ERROR}$"):  # never a reward in training
+        rl.verdict_reward(down, rl.RewardConfig(reward_fn=reward))
+
+
+class _Recording(ScriptedEpisode):
+    def __init__(self, steps, seen):
+        super().__init__(steps)
+        self.seen = seen
+
+    def observe(self, new_messages, results=None):
+        self.seen.append((new_messages, results))
+
+
+class _RecordingPolicy(ScriptedPolicy):
+    def __init__(self, steps):
+        super().__init__(steps)
+        self.seen: list = []
+
+    def start(self, task_id, messages, tools):
+        return _Recording(list(self.script), self.seen)
+
+
+def test_run_episode_hands_each_turns_tool_results_to_observe():
+    policy = _RecordingPolicy([[write_call(), {"name": "verify"}], [], {"name": "submit"}])
+    ws = FakeWorkspace(solution=False)
+    res = run_episode("level1/1_relu", "ref", policy, ws, Budgets(), FAST)
+    assert res.end_reason == "submitted" and res.verdict == ws.verdicts[-1]
+    (calls, results), (note, no_results) = policy.seen  # the submitting turn is not observed
+    assert [r.name for r in results] == ["write_file", "verify"] and results[0].verdict is None
+    assert results[1].verdict == ws.verdicts[0] and results[1].verdict["status"] == CORRECT
+    assert [m["content"] for m in calls] == [r.text for r in results]
+    assert no_results is None and note == [{"role": "user", "content": NO_TOOL_CALL}]

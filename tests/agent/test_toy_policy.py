@@ -7,13 +7,24 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from research.agent import PolicyConfig, RunConfig, TasksConfig, make_policy, read_jsonl, run_agent
+from kernels_env.client import CORRECT, INCORRECT, Result
+from research.agent import (
+    PolicyConfig,
+    RunConfig,
+    TasksConfig,
+    ToolResult,
+    make_policy,
+    read_jsonl,
+    run_agent,
+)
 from research.agent.config import AgentConfig, AgentConfigError
-from research.agent.policies.toy_policy import DEFAULT_CHECKPOINT, TRAINED_BY, read_verdict
+from research.agent.policies.toy_policy import DEFAULT_CHECKPOINT, TRAINED_BY, ToyEpisode
 from research.agent.tasks import Task
+from research.agent.tools import render_verdict
 from research.rl.pipeline.observations import observation_tokens, toy_tokenizer
 
 from .conftest import FAST
@@ -39,17 +50,38 @@ def test_shipped_checkpoint_restores_is_small_and_tracked():
     assert ignored.returncode == 1 and not ignored.stdout, f"git ignores {ignored.stdout}"
 
 
-def test_read_verdict_of_tool_observations():
-    assert read_verdict("status: correct (reward 1)\nspeedups: eager 1.250x, compile 0.900x") == (
-        "correct",
-        {"eager": 1.25, "compile": 0.9},
-    )
-    assert read_verdict("status: correct (reward 1)\nspeedups: n/a (timings not comparable)") == (
-        "correct",
-        {},
-    )
-    assert read_verdict("status: incorrect (reward -1)\nerror: trial 1/5: ...")[0] == "incorrect"
-    assert read_verdict("error: benchmark failed: SandboxError: down") == ("other", {})
+def _observed(results, invalid: bool = False) -> list[str]:
+    """The observation tokens a toy episode appends for one turn's tool results."""
+    from research.toyenv.tasks import ToyTaskConfig, make_task
+
+    task = make_task(ToyTaskConfig(ops=["relu"], op_count_weights={1: 1.0}, decontam_dir=None), 1, 1)
+    tok = toy_tokenizer()
+    episode = ToyEpisode(SimpleNamespace(tok=tok), "toy", task, task)
+    episode.turns, episode.invalid = [{"start": 0, "end": 0}], invalid
+    episode.observe([r.message() for r in results or ()], results)
+    assert episode.mask == [0] * len(episode.response_ids)
+    return tok.decode(episode.response_ids)
+
+
+def _bench(status, speedups=None):
+    verdict = Result(status, "timing", "toy", "ws", speedups=speedups or {}).to_dict()
+    text = render_verdict(verdict, timed=True)
+    return ToolResult("c1", "benchmark", text, status == CORRECT, verdict=verdict)
+
+
+def test_the_toy_policy_observes_the_benchmark_verdict_not_its_text():
+    # 1.0496 is at par (< 1.05); its text says 1.050x, which parsed back was the next bucket up (lt1.5)
+    bench = _bench(CORRECT, {"eager": 1.0496, "compile": 0.9})
+    assert "eager 1.050x" in bench.text
+    write = ToolResult("c0", "write_file", "wrote model_new.py (10 bytes)", True)
+    assert _observed([write, bench]) == ["<obs>", "st_correct", "e_par", "c_lt0.95", "<sep>"]
+    assert _observed([_bench(CORRECT, {"eager": 2.5, "compile": None})]) == [
+        "<obs>", "st_correct", "e_ge2", "c_na", "<sep>"
+    ]  # fmt: skip
+    assert _observed([_bench(INCORRECT)]) == ["<obs>", "st_incorrect", "e_na", "c_na", "<sep>"]
+    failed = ToolResult("c1", "benchmark", "error: benchmark failed: SandboxError: down", False)
+    assert _observed([write, failed]) == ["<obs>", "st_other", "e_na", "c_na", "<sep>"]  # no verdict
+    assert _observed(None, invalid=True) == ["<obs>", "st_invalid_plan", "e_na", "c_na", "<sep>"]
 
 
 def test_toy_policy_plays_toy_tasks_only(tmp_path):
@@ -96,7 +128,8 @@ def test_toy_policy_episodes_through_the_agent_loop(tmp_path, sandbox, monkeypat
         first = traj["turns"][0]
         if len(traj["turns"]) == 2 and "plan" in first:  # the first plan was benchmarked and observed
             bench = next(m for m in traj["messages"] if m.get("name") == "benchmark")
-            status, speedups = read_verdict(bench["content"])
+            status, speedups = first["status"], first["speedups"]  # the benchmark's verdict, observed
+            assert bench["content"].startswith(f"status: {status}")
             obs = tok.encode(observation_tokens(status, speedups))
             end = first["end"]
             assert traj["response_ids"][end : end + len(obs)] == obs

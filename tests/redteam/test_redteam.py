@@ -20,7 +20,7 @@ import pytest
 import torch
 from redteam_catalog import PROBLEMS, SOLUTIONS, Case, all_cases
 
-from kernels_env.client import SandboxClient
+from kernels_env.client import INFRA_ERROR, SandboxClient
 from kernels_env.rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from kernels_env.rules.protocols import DEFAULT_FAMILIES
 
@@ -222,7 +222,7 @@ def gpu_results(gpu_client, redteam_tree):
         try:
             results[ids[future]] = future.result()
         except Exception as exc:  # noqa: BLE001 - recorded per case; the test of that case fails
-            results[ids[future]] = {"status": "sandbox_error", "error": f"{type(exc).__name__}: {exc}"}
+            results[ids[future]] = {"status": INFRA_ERROR, "error": f"{type(exc).__name__}: {exc}"}
         _record(cases, results)
     return results
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernels_env.client import INFRA_ERROR, NO_SOLUTION, NO_VERDICT, REWARDS, Result
 from research import rl
 
 
@@ -30,6 +31,28 @@ def test_non_policy_verdicts_are_dropped(status):
     with pytest.raises(rl.Dropped) as exc:
         rl.verdict_reward(verdict(status, 3.0), rl.RewardConfig(reward_fn="cuda_agent"))
     assert exc.value.reason == status
+
+
+def test_the_drop_statuses_are_the_clients_no_verdict_vocabulary():
+    assert rl.NON_POLICY_STATUSES == NO_VERDICT == rl.RewardConfig().drop_statuses
+    assert INFRA_ERROR in rl.NON_POLICY_STATUSES and NO_SOLUTION not in rl.NON_POLICY_STATUSES
+
+
+@pytest.mark.parametrize("reward_fn", [None, *REWARDS])
+def test_outside_verdicts_infra_error_dropped_no_solution_the_failure_reward(reward_fn):
+    """The verdicts the agent loop makes (``Result.outside``) through ``verdict_reward``: a sandbox that was
+    not reached is dropped under every reward; no solution gets the reward's failure value, that of a
+    candidate that compiled and was wrong."""
+    cfg = rl.RewardConfig(reward_fn=reward_fn)
+    judged = reward_fn or "cuda_agent"  # reward_fn None: the reward the verdict carries (its judge's)
+    infra = Result.outside(INFRA_ERROR, "the sandbox did not answer", problem="p", reward_fn=judged)
+    with pytest.raises(rl.Dropped, match=f"^{INFRA_ERROR}$"):
+        rl.verdict_reward(infra.to_dict(), cfg)
+    none = Result.outside(NO_SOLUTION, "no model_new.py", problem="p", reward_fn=judged).to_dict()
+    wrong = verdict("incorrect", none["reward"], 9.0, 9.0)  # fast speedups: a failure never counts them
+    failure = {"cuda_agent": -1.0, "binary": 0.0, "speedup": 0.0, "log_speedup": -2.0}[judged]  # docs table
+    as_wrong = rl.verdict_reward(wrong, rl.RewardConfig(reward_fn=judged))
+    assert rl.verdict_reward(none, cfg) == as_wrong == failure
 
 
 def test_not_run_has_no_reward_and_is_dropped():
@@ -89,9 +112,9 @@ def test_per_turn_rewards_with_turn_discount():
     # returns from each turn's first token: turn 2: 2; turn 1: 0.4 * 2; turn 0: -1 + 0.4 * 0.8
     rtg = np.asarray(rl.returns_to_go(batch.token_rewards, batch.response_mask, batch.token_discounts))
     np.testing.assert_allclose(rtg[0, [1, 4, 6]], [-1 + 0.4 * 0.8, 0.8, 2.0], rtol=1e-6)
-    bad = dict(rec, turn_verdicts=[verdict("correct", 1.0), verdict("infra_timeout"), None])
+    bad = dict(rec, turn_verdicts=[verdict("correct", 1.0), verdict(INFRA_ERROR), None])
     _, drops, kept = rl.pack_trajectories([bad], cfg)
-    assert kept == [] and drops["infra_timeout"] == 1
+    assert kept == [] and drops[INFRA_ERROR] == 1
 
 
 def test_turn_spans_and_bad_records():

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from kernels_env.judge import assemble, families
 from kernels_env.judge.compare import compare, max_errors
-from kernels_env.rules.result import JUDGE_ERROR, STATUSES, validate
+from kernels_env.rules.result import JUDGE_ERROR, JUDGE_STATUSES, STATUSES, validate
 
 TOL = {"float32": [1e-4, 1e-4], "float64": [1e-4, 1e-4], "float16": [1e-2, 1e-2], "bfloat16": [1e-2, 1e-2]}
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -269,5 +269,14 @@ def test_verdict_building_never_raises(report, candidate, base, reward):
     assert result["error"] is None or isinstance(result["error"], str)
     assert all(isinstance(m["text"], str) for m in result["messages"])
     assert all(s is None or (isinstance(s, float) and math.isfinite(s)) for s in result["speedups"].values())
-    if report.get("status") not in STATUSES:  # what a stage may not report is the judge's failure
+    if report.get("status") not in JUDGE_STATUSES:  # what a stage may not report is the judge's failure
         assert result["status"] == JUDGE_ERROR and result["reward"] is None
+
+
+@pytest.mark.parametrize("status", ["no_solution", "infra_error"])
+def test_a_stage_claiming_a_verdict_made_outside_the_judge_is_a_judge_error(status):
+    # the judge never gives them: a stage's report that claims one is malformed, as any unknown status
+    report = {"status": status, "stage": "correctness", "error": "forged"}
+    result = assemble.verdict(report, {"reward": "cuda_agent"}, {"problem": "p"}, "id1", {})
+    assemble.add_reward(result, "cuda_agent")
+    assert result["status"] == JUDGE_ERROR and result["reward"] is None and status in result["error"]

@@ -102,3 +102,49 @@ def test_result_round_trip_and_schema_version():
         Result.from_dict({**data, "schema_version": 99})
     with pytest.raises(ValueError, match="unknown keys"):
         Result.from_dict({**data, "extra": 1})
+
+
+# The failure value of each registered reward (docs/sandbox.md "Reward"): what no_solution must get.
+FAILURE_REWARD = {"cuda_agent": -1.0, "binary": 0.0, "speedup": 0.0, "log_speedup": -2.0}
+
+
+def test_outside_statuses_in_the_one_vocabulary():
+    from kernels_env import client
+    from kernels_env.rules.result import JUDGE_STATUSES
+
+    assert client.NO_SOLUTION == "no_solution" and client.INFRA_ERROR == "infra_error"
+    assert client.NO_SOLUTION in client.FAILURES and client.NO_SOLUTION not in client.NO_VERDICT
+    assert client.INFRA_ERROR in client.NO_VERDICT and client.INFRA_ERROR not in client.FAILURES
+    assert set(client.STATUSES) == set(client.FAILURES) | {client.CORRECT} | set(client.NO_VERDICT)
+    assert set(client.STATUSES) - set(JUDGE_STATUSES) == {client.NO_SOLUTION, client.INFRA_ERROR}
+
+
+def test_every_reward_fails_no_solution_and_has_none_for_infra_error():
+    from kernels_env.rules.result import INFRA_ERROR, NO_SOLUTION
+    from kernels_env.rules.rewards import REWARDS, get_reward
+
+    assert set(REWARDS) == set(FAILURE_REWARD)  # a new reward: add its failure value above
+    fast = {"eager": 9.0, "compile": 9.0}  # speedups never make a failure pay
+    for name in REWARDS:
+        assert get_reward(name)(NO_SOLUTION, fast) == FAILURE_REWARD[name], name
+        assert get_reward(name)(INFRA_ERROR, fast) is None, name
+
+
+def test_outside_verdicts_are_full_results_that_round_trip():
+    from kernels_env.client import INFRA_ERROR, NO_SOLUTION, REWARDS, Result
+    from kernels_env.rules.result import validate
+
+    for name in REWARDS:
+        made = Result.outside(NO_SOLUTION, "no model_new.py", problem="1_relu", reward_fn=name)
+        data = made.to_dict()
+        validate(data)
+        assert Result.from_json(json.dumps(data)) == made and Result.from_dict(data).to_dict() == data
+        assert data["reward"] == FAILURE_REWARD[name] and data["reward_fn"] == name
+        assert data["stage"] == "compile" and data["problem"] == "1_relu" and data["speedups"] == {}
+    infra = Result.outside(INFRA_ERROR, "SandboxError: down", reward_fn="cuda_agent")
+    assert Result.from_dict(infra.to_dict()) == infra and infra.reward is None and infra.error
+    assert Result.outside(NO_SOLUTION, "x").reward is None  # no reward function named: no reward
+    with pytest.raises(ValueError, match="only the judge gives 'correct'"):
+        Result.outside("correct", "x")
+    with pytest.raises(ValueError, match="unknown stage"):
+        Result.outside(NO_SOLUTION, "x", stage="submit")

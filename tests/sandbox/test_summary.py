@@ -133,3 +133,18 @@ def test_what_this_machine_cannot_judge_is_counted_apart():
     assert s["no_verdict"]["toolchain_missing"] == {"count": 1, "problems": ["C"]}
     assert s["fast_p"]["eager"]["0"] == 0.25  # scored 0 over all problems, as a missing result
     assert "1 insufficient_memory (B), 1 toolchain_missing (C)" in format_summary(s)
+
+
+def test_verdicts_made_outside_the_judge_are_scored_by_their_status():
+    # an agent run: a workspace left without model_new.py is the candidate's failure; a sandbox that did not
+    # answer the final evaluation is counted apart, like the judge's own failures
+    results = [
+        r("A", "A.py", "correct", comparable=False),
+        r("B", "B.py", "no_solution", comparable=False),
+        {**r("C", "C.py", "infra_error", comparable=False), "reward": None},
+    ]
+    s = summarize(results, ["A", "B", "C"])
+    assert s["candidate_failures"] == 1 and s["mean_reward"] == 0.0  # (1 - 1) / 2: infra_error has none
+    assert s["no_verdict"]["infra_error"] == {"count": 1, "problems": ["C"]}
+    assert s["fast_p"]["eager"]["0"] == pytest.approx(1 / 3)
+    assert "1 infra_error (C)" in format_summary(s) and "candidate failures: 1" in format_summary(s)

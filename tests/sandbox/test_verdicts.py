@@ -253,7 +253,8 @@ def test_a_gpu_summary_says_why_timings_are_missing_and_counts_no_verdicts_apart
     assert s["no_verdict"] == {"judge_error": {"count": 1, "problems": ["B"]},
                                "reference_error": {"count": 1, "problems": ["C"]},
                                "insufficient_memory": {"count": 0, "problems": []},
-                               "toolchain_missing": {"count": 0, "problems": []}}  # fmt: skip
+                               "toolchain_missing": {"count": 0, "problems": []},
+                               "infra_error": {"count": 0, "problems": []}}  # fmt: skip
     assert s["candidate_failures"] == 2 and s["fast_p"]["eager"]["0"] == 0.0 and s["num_problems"] == 5
     assert "1 judge_error (B), 1 reference_error (C)" in text and "candidate failures: 2" in text
     cpu = summarize([{**results[0], "environment": {"device": "cpu"}}], ["A"])

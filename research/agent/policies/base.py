@@ -1,13 +1,17 @@
 """The one interface every policy implements: ``policy.start(task, messages, tools)`` gives a per-episode
-object whose ``act(messages)`` returns the next assistant turn and whose ``observe(new_messages)`` takes the
-tool results the loop appended. Token policies also report their token-level trajectory."""
+object whose ``act(messages)`` returns the next assistant turn and whose ``observe(new_messages, results)``
+takes the tool results the loop appended (the messages, and the calls' ``ToolResult`` with their structured
+verdicts). Token policies also report their token-level trajectory."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..actions import Action
+
+if TYPE_CHECKING:  # the tools import the sandbox client; a policy needs only the type
+    from ..tools import ToolResult
 
 
 class PolicyEpisode:
@@ -16,9 +20,12 @@ class PolicyEpisode:
     def act(self, messages: list[dict[str, Any]]) -> Action:
         raise NotImplementedError
 
-    def observe(self, new_messages: list[dict[str, Any]], results=None) -> None:
-        """The messages appended after the last assistant turn (tool results, a note); ``results``: the
-        turn's ``ToolResult`` objects (structured verdicts next to the text)."""
+    def observe(
+        self, new_messages: list[dict[str, Any]], results: list[ToolResult] | None = None
+    ) -> None:
+        """The messages appended after the last assistant turn (tool results, a note) and the turn's
+        ``ToolResult`` per call, in order (None when the turn made no call: ``new_messages`` is a note).
+        Read a ``verify`` / ``benchmark`` verdict from ``results[i].verdict``, never from its text."""
 
     def context_tokens(self, messages: list[dict[str, Any]]) -> int:
         """Tokens in the context now (an estimate of 4 bytes per token where the policy cannot count)."""

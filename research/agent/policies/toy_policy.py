@@ -7,9 +7,10 @@ Each turn follows the toy environment's turn structure (``research.rl.pipeline.t
   observation tokens of their verdicts), up to ``<eos>``;
 * a plan is rendered by ``research.toyenv.render_plan`` (for the task at the size the workspace holds) and
   written with ``write_file(model_new.py)``; before the last of ``turns`` plans it is judged with
-  ``benchmark`` (the verdict's status and speedups are what ToyEnv observed), whose text result becomes the
-  observation tokens ``<obs> st_<status> e_<bucket> c_<bucket> <sep>``; the last plan is written and
-  submitted at once;
+  ``benchmark`` (the verdict's status and speedups are what ToyEnv observed), whose verdict (the call's
+  ``ToolResult.verdict``, not its text) becomes the observation tokens
+  ``<obs> st_<status> e_<bucket> c_<bucket> <sep>``; a benchmark that gave no verdict (the sandbox failed)
+  is ``st_other``; the last plan is written and submitted at once;
 * a turn of only ``<eos>`` (after the first) submits the workspace as it stands (ToyEnv: the previous plan);
 * a turn that is not a plan writes nothing (no tool call) and is observed as ``st_invalid_plan``; at the last
   turn the workspace as it stands is submitted.
@@ -24,7 +25,6 @@ before judging). Token trajectory: ``prompt_ids`` / ``response_ids`` / ``respons
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 import zlib
@@ -37,20 +37,17 @@ from .base import Policy, PolicyEpisode
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "toyenv" / "assets" / "toy_policy"
 TRAINED_BY = "TRAINED_BY.json"
 SOLUTION = "model_new.py"
-_STATUS = re.compile(r"^status: (\S+)", re.M)
-_SPEEDUPS = re.compile(r"^speedups: (.*)$", re.M)
-_SPEEDUP = re.compile(r"(\w+) ([0-9.eE+-]+)x")
+INVALID, NO_VERDICT = "invalid_plan", "other"  # observation statuses (research.rl.pipeline.observations)
 
 
-def read_verdict(text: str) -> tuple[str, dict[str, float]]:
-    """(status, speedups) of a ``verify`` / ``benchmark`` observation (``tools.render_verdict``); a tool
-    error (no status line) is ``other``."""
-    m = _STATUS.search(text or "")
-    if m is None:
-        return "other", {}
-    sp = _SPEEDUPS.search(text)
-    speedups = {k: float(v) for k, v in _SPEEDUP.findall(sp.group(1))} if sp else {}
-    return m.group(1), speedups
+def observed_verdict(results) -> tuple[str, dict[str, float | None]]:
+    """(status, speedups) the turn observes: those of its last ``benchmark`` call's verdict
+    (``ToolResult.verdict``); ``other`` when it has none (the tool failed before a verdict)."""
+    judged = [r for r in results or () if r.name == "benchmark"]
+    verdict = judged[-1].verdict if judged else None
+    if verdict is None:
+        return NO_VERDICT, {}
+    return verdict["status"], dict(verdict.get("speedups") or {})
 
 
 class ToyPolicy(Policy):
@@ -187,14 +184,10 @@ class ToyEpisode(PolicyEpisode):
         calls += submit if last else [self._call("benchmark")]
         return Action(f"plan: {info['plan']}", calls, "tool_calls", usage, time.perf_counter() - started)
 
-    def observe(self, new_messages):
+    def observe(self, new_messages, results=None):
         from research.rl.pipeline.observations import observation_tokens
 
-        if self.invalid:
-            status, speedups = "invalid_plan", {}
-        else:
-            judged = [m for m in new_messages if m.get("role") == "tool" and m.get("name") == "benchmark"]
-            status, speedups = read_verdict(judged[-1]["content"] if judged else "")
+        status, speedups = (INVALID, {}) if self.invalid else observed_verdict(results)
         self.turns[-1].update(status=status, speedups=speedups)
         obs = self.policy.tok.encode(observation_tokens(status, speedups))
         self.response_ids += obs
