@@ -136,10 +136,9 @@ def run_episode(
             new_messages, results, submitted = [], [], False
             for call in action.tool_calls:
                 res = box.run(call)
-                results.append(res)
                 timing["tools_s"] += res.elapsed_s
                 valid, known, why = call_validity(call, offered)
-                verdict = getattr(res, "verdict", None)
+                verdict = res.verdict
                 turn.calls.append(
                     CallRecord(
                         name=call.name,
