@@ -11,6 +11,7 @@ from pathlib import Path
 from research.agent import TOOL_SPECS
 from research.agent.policies.chat import TINY_TEMPLATE
 from research.agent.prompts import SINGLE_TURN, SYSTEM, TASK
+from research.rl.pipeline import PipelineConfig
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -111,3 +112,41 @@ def make_tiny_hf(path: Path, vocab_size: int = 512, layers: int = 2, hidden: int
     torch.manual_seed(0)
     transformers.Qwen2ForCausalLM(config).save_pretrained(str(path))
     return path
+
+
+def agent_config(out: Path, ckpt: Path, problems: Path, demos: Path | None, **over) -> PipelineConfig:
+    """The agent_cpu preset's sizes (conf/preset/agent_cpu.yaml), in Python."""
+    import models
+
+    roll = dict(episodes=4, group_size=2, max_context=2560, max_turn_tokens=24)
+    from kernels_env.client import JudgeConfig, SandboxConfig
+
+    cfg = PipelineConfig(
+        out_dir=str(out),
+        env="agent",
+        sandbox=SandboxConfig(
+            device="cpu",
+            num_compile_workers=1,
+            compile_timeout_s=120,
+            run_timeout_s=120,
+            memory_limit_gb=4.0,
+            standby_run_workers=False,
+        ),
+        judge=JudgeConfig(time_candidate=False, num_trials=2, families=[]),
+        model=models.ModelSpec(checkpoint=str(ckpt), compute_dtype="float32", attention_impl="xla"),
+        tasks={"source": "dir", "problems_dir": str(problems)},
+        progress=False,
+        tensorboard=False,
+        **over,
+    )
+    cfg.sft.demos = str(demos) if demos else None
+    cfg.sft.batch_size, cfg.sft.epochs = 2, 2
+    cfg.warmup.steps, cfg.warmup.save_every = 1, 1
+    cfg.ppo.steps, cfg.ppo.save_every = 3, 1
+    cfg.value.steps, cfg.value.batch_size = 2, 4
+    cfg.rft.batch_size, cfg.rft.epochs, cfg.rft.rollout_batches = 4, 1, 1
+    for stage, turns in ((cfg.warmup, 1), (cfg.rft, 2), (cfg.ppo, 2)):
+        for k, v in {**roll, "turns": turns}.items():
+            setattr(stage.rollout, k, v)
+    cfg.__post_init__()
+    return cfg

@@ -39,6 +39,10 @@ class AgentEnvConfig:
     skill_results: int = 3
     max_observation_bytes: int = 4096
     max_wall_s: float = 1800.0
+    # Start every workspace with model_new.py = ``class ModelNew(Model)`` beside the reference (correct,
+    # no custom kernel): the final verdict judges a real candidate even when the policy writes none
+    # (benchmarks of a random-weight policy use it to cost the judge; off in training).
+    seed_solution: bool = False
 
     def __post_init__(self) -> None:
         if self.max_observation_bytes < 64 or self.max_wall_s <= 0 or self.skill_results < 1:
@@ -125,6 +129,11 @@ class AgentEnv:
             self._skills = SkillLibrary()
         return self._skills
 
+    def _initial(self, task: Task) -> dict[str, str] | None:
+        if not self.cfg.seed_solution:
+            return None
+        return {"model_new.py": task.path.read_text() + "\n\nclass ModelNew(Model):\n    pass\n"}
+
     def rollout(self, sampler, cfg, cursor: int, tasks=None, groups=None) -> list[Trajectory]:
         """One batch of episodes (``tasks``/``groups`` given: those, e.g. an evaluation's; else drawn).
         Episodes the infrastructure broke (an exception outside the loop's own handling) are left out and
@@ -159,7 +168,7 @@ class AgentEnv:
             task = tasks[i]
             seat = _Seat(policy, i, groups[i], getattr(task, "split", cfg.split))
             try:
-                with WorkspaceSession(task.path, client=self.client) as ws:
+                with WorkspaceSession(task.path, client=self.client, initial_files=self._initial(task)) as ws:
                     res = run_episode(
                         task.id,
                         task.path.read_text(),
