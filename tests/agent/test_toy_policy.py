@@ -14,7 +14,7 @@ from research.agent import PolicyConfig, RunConfig, TasksConfig, make_policy, re
 from research.agent.config import AgentConfig, AgentConfigError
 from research.agent.policies.toy_policy import DEFAULT_CHECKPOINT, TRAINED_BY, read_verdict
 from research.agent.tasks import Task
-from research.rl.pipeline.observations import observation_tokens, toy_tokenizer
+from research.toyenv import observation_tokens, toy_tokenizer
 
 from .conftest import FAST
 
@@ -88,13 +88,16 @@ def test_toy_policy_episodes_through_the_agent_loop(tmp_path, sandbox, monkeypat
         traj = trajectories[rec["task"]]
         calls = [c["function"]["name"] for m in traj["messages"] for c in m.get("tool_calls") or []]
         # a turn that is not a plan writes nothing: only episodes with a valid plan write the workspace
-        planned = any("plan" in t for t in traj["turns"])
+        planned = any(t["action"] for t in traj["turns"])
         assert calls[-1] == "submit" and ("write_file" in calls) == planned, (calls, traj["turns"])
         n = len(traj["response_ids"])
-        assert len(traj["response_mask"]) == len(traj["logprobs"]) == n and traj["response_mask"][-1] == 1
+        assert len(traj["response_mask"]) == len(traj["logprobs"]) == len(traj["turn_ids"]) == n
+        assert traj["response_mask"][-1] == 1 and traj["sampling"]["temperature"] == 0.0
+        # a turn is invalid exactly when it wrote no plan and did not stop (ToyEnv's per-turn fields)
+        assert all(t["invalid"] == (not t["action"] and not t["stop"]) for t in traj["turns"])
         assert traj["prompt_ids"][0] == tok.bos_id and traj["prompt_ids"][-1] == tok.sep_id
         first = traj["turns"][0]
-        if len(traj["turns"]) == 2 and "plan" in first:  # the first plan was benchmarked and observed
+        if len(traj["turns"]) == 2 and first["action"]:  # the first plan was benchmarked and observed
             bench = next(m for m in traj["messages"] if m.get("name") == "benchmark")
             status, speedups = read_verdict(bench["content"])
             obs = tok.encode(observation_tokens(status, speedups))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kernels_env.client import JudgeConfig, SandboxConfig
 from models import ModelConfig, ModelSpec
 from research.toyenv import CorpusConfig, ToyTaskConfig
+from research.toyenv.rollout import RolloutConfig
 
 from .._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
 from .._devices import DevicesConfig
@@ -21,7 +22,6 @@ from .._mesh import MeshConfig
 from .._rewards import RewardConfig
 from .filters import RFTFilterConfig
 from .pretrain import PretrainConfig
-from .toy_rollout import RolloutConfig
 
 STAGES = ("warmup", "rft", "value", "ppo")
 
