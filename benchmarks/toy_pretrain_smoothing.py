@@ -34,10 +34,8 @@ def _measure(
 
     import models
     from research.rl.pipeline.demo import demo_pipeline
-    from research.rl.pipeline.observations import toy_tokenizer
     from research.rl.pipeline.pretrain import pretrain
     from research.rl.pipeline.runtime import build_policy
-    from research.rl.pipeline.toy_rollout import RolloutConfig, make_sampler
     from research.toyenv import (
         baseline_plan,
         corpus_tasks,
@@ -45,7 +43,9 @@ def _measure(
         make_tasks,
         optimisation_shares,
         render_plan,
+        toy_tokenizer,
     )
+    from research.toyenv.rollout import RolloutConfig, make_sampler
 
     cfg = demo_pipeline(str(work), "cache.jsonl")
     pc = dataclasses.replace(

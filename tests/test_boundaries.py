@@ -192,3 +192,44 @@ def test_experiments_are_thin():
             continue
         lines = path.read_text().splitlines()
         assert len(lines) <= 100, f"{path.name} has {len(lines)} lines; experiments stay <= 100 lines"
+
+
+# Inside research: packages other research packages build on never import those (research/*/__init__.py).
+# research.rollout is the contract between environments and learner: the standard library only.
+RESEARCH_MAY_NOT = {
+    "toyenv": {"research.rl", "research.agent"},
+    "rollout": {"research", "models", "kernels_env", "numpy", *JAX_STACK},
+}
+
+
+def research_violations(source: str, module: str, is_package: bool = False) -> list[str]:
+    sub = module.split(".")[1] if module.count(".") else None
+    own = f"research.{sub}"
+    banned = RESEARCH_MAY_NOT.get(sub, set())
+    return sorted(
+        name
+        for name in imported_modules(source, module, is_package)
+        if not (name == own or name.startswith(own + "."))
+        and any(name == b or name.startswith(b + ".") for b in banned)
+    )
+
+
+def test_research_packages_others_build_on_stay_below_them():
+    problems = {}
+    for path, module, is_package in _modules("research"):
+        bad = research_violations(path.read_text(), module, is_package)
+        if bad:
+            problems[str(path.relative_to(ROOT))] = bad
+    assert not problems, f"research boundary violations (see RESEARCH_MAY_NOT): {problems}"
+    assert research_violations("from research.rl import pipeline", "research.toyenv.rollout") == [
+        "research.rl",
+        "research.rl.pipeline",
+    ]
+    assert research_violations("from ..agent import tools", "research.toyenv.x") == [
+        "research.agent",
+        "research.agent.tools",
+    ]
+    assert research_violations("import numpy as np", "research.rollout._trajectory") == ["numpy"]
+    assert not research_violations("from .rollout import ToyEnv", "research.toyenv", is_package=True)
+    assert not research_violations("from research.rollout import Trajectory", "research.toyenv.rollout")
+    assert not research_violations("from . import _trajectory", "research.rollout", is_package=True)

@@ -19,8 +19,8 @@
   consumes: messages, tool calls, verdict, reward, end reason, timings; prompt_ids / response_ids /
   response_mask / logprobs / turns for token policies) and summary.json (Table 1 per level); it resumes.
 
-May import: the standard library, numpy, ``models`` (the Flax and toy policies), ``research.toyenv`` and
-``research.rl.pipeline.observations`` (toy tasks and the toy policy), ``openai``, ``bm25s``, ``tqdm`` and the
+May import: the standard library, numpy, ``models`` (the Flax and toy policies), ``research.toyenv`` (toy
+tasks and the toy policy), ``research.rollout`` (token trajectories), ``openai``, ``bm25s``, ``tqdm`` and the
 sandbox only through ``kernels_env.client``, ``kernels_env.session`` and ``kernels_env.rules.messages``.
 Never imports hydra/omegaconf (the entry point is ``experiments/agent.py``).
 """

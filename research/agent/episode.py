@@ -158,8 +158,9 @@ def run_episode(
                 submitted = submitted or res.submitted
             # CUDA Agent's RFT drops episodes with invalid or hallucinated tool calls; a turn without any
             # call is not an action either.
-            turn.invalid = not turn.calls or not all(c.valid for c in turn.calls)
-            turn.hallucinated = any(not c.known for c in turn.calls)
+            # (a token policy may have marked the turn already: the toy policy's plan that does not parse)
+            turn.invalid = turn.invalid or not turn.calls or not all(c.valid for c in turn.calls)
+            turn.hallucinated = turn.hallucinated or any(not c.known for c in turn.calls)
             if not action.tool_calls:
                 new_messages.append({"role": "user", "content": NO_TOOL_CALL})
             messages.extend(new_messages)

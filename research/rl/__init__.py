@@ -5,12 +5,13 @@ actor (``models.CausalLM``) and the critic (``models.Critic``, separate paramete
 accumulation, Optax AdamW, fp32 master weights and bf16 compute, sharded over the (data, fsdp, tensor)
 mesh of ``models``. See docs/rl.md.
 
-    batch, drops, _ = rl.pack_trajectories(records, rl.RewardConfig())      # verl-style records -> RLBatch
+    batch, drops, _ = rl.pack_trajectories(trajs, rl.RewardConfig())        # research.rollout.Trajectory
     learner = rl.Learner(rl.LearnerConfig(), actor, critic, mesh=mesh)
     metrics = learner.ppo_step(batch)                                        # prepare + update(s)
     rl.train(learner, source, rl.RunConfig(out_dir="runs/x", steps=100))    # resumable loop, JSONL + TB
 
-May import: ``models``, jax/flax/optax/orbax, numpy, tensorboardX, matplotlib, tqdm, and ``kernels_env``
+May import: ``models``, ``research.rollout`` (the trajectories it learns from), ``research.toyenv`` (the
+pipeline's environment), jax/flax/optax/orbax, numpy, tensorboardX, matplotlib, tqdm, and ``kernels_env``
 only through ``kernels_env.client`` (the reward registry). Must never import: hydra, omegaconf,
 ``experiments``.
 """

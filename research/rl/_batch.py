@@ -1,15 +1,16 @@
-"""The learner's batch: verl-style trajectory records packed into right-padded [B, T] arrays.
+"""The learner's batch: trajectories (``research.rollout.Trajectory``, verl's layout) packed into
+right-padded [B, T] arrays.
 
-A record (what the agent loop writes, one per episode) is a dict with
+A trajectory (one per episode; a dict record such as a JSONL line is read with ``as_trajectory``) has
 
 * ``prompt_ids`` [P] and ``response_ids`` [R] (token ids, kept as tokens end to end);
 * ``response_mask`` [R]: 1 = policy token (sampled by the policy), 0 = observation token (tool output,
   sandbox feedback) inside the response;
 * ``logprobs`` [R]: the sampler's log-prob of each policy token (anything on observation tokens);
-* ``turn_ids`` [R] (optional): the turn of each policy token; default: each maximal run of policy tokens
-  is one turn;
-* ``verdict`` (the final sandbox verdict dict) or ``reward`` (a float already computed); ``turn_verdicts``
-  for per-turn rewards (see _rewards.py);
+* ``turn_ids`` [R] (may be empty): the turn of each policy token; default: each maximal run of policy
+  tokens is one turn;
+* ``verdict`` (the final sandbox verdict dict) or ``reward`` (a float already computed); each turn's
+  ``Turn.verdict`` for per-turn rewards (see _rewards.py);
 * ``group`` (optional, any hashable): rollouts of the same prompt (GRPO / RLOO / TRLOO groups).
 
 Every per-token array of :class:`RLBatch` is aligned with ``tokens``: entry t is about token t (its
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+
+from research.rollout import Trajectory, TrajectoryError, as_trajectory
 
 from ._rewards import DropCounter, Dropped, RewardConfig, episode_turn_rewards, place_rewards, turn_spans
 
@@ -54,33 +57,31 @@ class PackConfig:
     max_turns: int = 64
 
 
-def _record_turns(rec: dict, mask: np.ndarray) -> np.ndarray:
-    if rec.get("turn_ids") is not None:
-        tid = np.asarray(rec["turn_ids"], np.int32)
-        if tid.shape != mask.shape:
-            raise ValueError(f"turn_ids has {tid.shape} entries, response_mask {mask.shape}")
-        return np.where(mask, tid, -1)
+def _record_turns(traj: Trajectory, mask: np.ndarray) -> np.ndarray:
+    if traj.turn_ids is not None and len(traj.turn_ids):
+        return np.where(mask, np.asarray(traj.turn_ids, np.int32), -1)  # its length: Trajectory checks it
     tid = np.full(mask.shape, -1, np.int32)
     for k, (a, b) in enumerate(turn_spans(mask)):
         tid[a:b] = k
     return tid
 
 
-def pack_trajectories(records: Iterable[dict], reward: RewardConfig, cfg: PackConfig | None = None):
+def pack_trajectories(
+    records: Iterable[Trajectory | dict], reward: RewardConfig, cfg: PackConfig | None = None
+):
     """(RLBatch of numpy arrays, DropCounter, kept indices). Episodes that must not become rewards, that
     have no policy token or that exceed ``max_len`` are dropped and counted."""
     cfg = cfg or PackConfig()
     drops = DropCounter()
     rows, kept = [], []
     for i, rec in enumerate(records):
-        prompt = np.asarray(rec["prompt_ids"], np.int32)
-        resp = np.asarray(rec["response_ids"], np.int32)
-        mask = np.asarray(rec["response_mask"], bool)
-        if mask.shape != resp.shape or len(rec["logprobs"]) != len(resp):
-            raise ValueError(
-                f"record {i}: response_ids ({resp.size}), response_mask ({mask.size}) and logprobs "
-                f"({len(rec['logprobs'])}) must have one entry per response token"
-            )
+        try:
+            rec = as_trajectory(rec)
+        except TrajectoryError as exc:
+            raise TrajectoryError(f"record {i}: {exc}") from None
+        prompt = np.asarray(rec.prompt_ids, np.int32)
+        resp = np.asarray(rec.response_ids, np.int32)
+        mask = np.asarray(rec.response_mask, bool)
         if prompt.size == 0:
             raise ValueError(f"record {i}: empty prompt (the first token cannot be a policy token)")
         if not mask.any():
@@ -100,8 +101,8 @@ def pack_trajectories(records: Iterable[dict], reward: RewardConfig, cfg: PackCo
             drops[d.reason] += 1
             continue
         r, d = place_rewards(mask, tid, turn_rewards, reward)
-        lp = np.asarray(rec["logprobs"], np.float32)
-        rows.append((prompt, resp, mask, lp, r, d, tid, rec.get("group", i)))
+        lp = np.asarray(rec.logprobs, np.float32)
+        rows.append((prompt, resp, mask, lp, r, d, tid, i if rec.group is None else rec.group))
         kept.append(i)
     if not rows:
         return None, drops, kept

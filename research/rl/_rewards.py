@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels_env.client import NO_VERDICT, get_reward
+from research.rollout import Trajectory
 
 from ._registry import Registry
 
@@ -74,31 +75,32 @@ def turn_spans(response_mask) -> list[tuple[int, int]]:
 
 
 @PLACEMENTS.register("final")
-def final_reward(record: dict, n_turns: int, cfg: RewardConfig) -> list[float]:
-    """0 on every turn but the last, which gets the final verdict's reward (``record["reward"]`` when the
-    record carries no verdict)."""
-    if record.get("verdict") is not None:
-        final = verdict_reward(record["verdict"], cfg)
-    elif record.get("reward") is not None:
-        final = float(record["reward"])
+def final_reward(traj: Trajectory, n_turns: int, cfg: RewardConfig) -> list[float]:
+    """0 on every turn but the last, which gets the final verdict's reward (``traj.reward`` when the
+    trajectory carries no verdict)."""
+    if traj.verdict is not None:
+        final = verdict_reward(traj.verdict, cfg)
+    elif traj.reward is not None:
+        final = float(traj.reward)
     else:
         raise Dropped("no_verdict")
     return [0.0] * (n_turns - 1) + [final]
 
 
 @PLACEMENTS.register("per_turn")
-def per_turn_rewards(record: dict, n_turns: int, cfg: RewardConfig) -> list[float]:
-    """``record["turn_verdicts"]``: one per turn, None for a turn that submitted nothing (reward 0)."""
-    verdicts = record.get("turn_verdicts")
+def per_turn_rewards(traj: Trajectory, n_turns: int, cfg: RewardConfig) -> list[float]:
+    """Each turn's ``Turn.verdict`` (``info["turn_verdicts"]`` of older records), None for a turn that
+    submitted nothing (reward 0)."""
+    verdicts = traj.info.get("turn_verdicts", traj.turn_verdicts if traj.turns else None)
     if verdicts is None or len(verdicts) != n_turns:
         got = None if verdicts is None else len(verdicts)
         raise ValueError(f"per_turn rewards need one turn_verdicts entry per turn ({n_turns}), got {got}")
     return [0.0 if v is None else verdict_reward(v, cfg) for v in verdicts]
 
 
-def episode_turn_rewards(record: dict, n_turns: int, cfg: RewardConfig) -> list[float]:
+def episode_turn_rewards(traj: Trajectory, n_turns: int, cfg: RewardConfig) -> list[float]:
     """One reward per turn, by ``cfg.placement`` (research.rl.PLACEMENTS)."""
-    return PLACEMENTS.get(cfg.placement)(record, n_turns, cfg)
+    return PLACEMENTS.get(cfg.placement)(traj, n_turns, cfg)
 
 
 def place_rewards(response_mask, turn_ids, turn_rewards, cfg: RewardConfig):

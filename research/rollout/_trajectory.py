@@ -63,7 +63,7 @@ class Turn:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Turn:
-        d = dict(d)
+        d = _older_toy_turn(dict(d))
         calls = [
             c if isinstance(c, CallRecord) else CallRecord(**_known(CallRecord, c))
             for c in d.pop("calls", [])
@@ -138,6 +138,18 @@ class Trajectory:
         traj = cls(turns=turns, sampling=sampling, **kw)
         traj.info = {**extra, **traj.info}
         return traj
+
+
+def _older_toy_turn(d: dict[str, Any]) -> dict[str, Any]:
+    """A turn as the toy rollout wrote it before this contract (RFT trajectories a resumed run reads
+    again): its plan as ``plan``, its verdict flattened into ``status`` / ``reward`` / ``speedups``, a turn
+    that was no plan by the status ``invalid_plan``."""
+    if "status" in d and "verdict" not in d:
+        d["verdict"] = {k: d[k] for k in ("status", "reward", "speedups", "error", "cached") if k in d}
+        d.setdefault("invalid", d["status"] == "invalid_plan")
+    if "plan" in d and "action" not in d:
+        d["action"] = d["plan"]
+    return d
 
 
 def _known(cls, d: dict[str, Any]) -> dict[str, Any]:

@@ -9,8 +9,13 @@ under the strict policy. The pretraining corpus holds correct, unoptimised plans
 (pretraining's grammar-aware smoothing) and ``detour`` gives corpus plans with a smoothed policy's detours as
 input (labels: the corpus's next token). See docs/toyenv.md.
 
-Imports ``research.data``, ``models`` (lazily, for the decoder config) and the sandbox only through
-``kernels_env.client``.
+The environment's token side: ``observations`` (the plan vocabulary plus verdict-observation tokens,
+``toy_tokenizer``) and ``rollout`` (``ToyEnv``: token-level episodes of a ``models`` decoder, one
+``research.rollout.Trajectory`` each, and its ``RolloutConfig``); ``rollout`` imports ``models`` (JAX), so
+it is imported by name (``from research.toyenv.rollout import ToyEnv``), not here.
+
+Imports ``research.data``, ``research.rollout``, ``models`` and the sandbox only through
+``kernels_env.client``; never ``research.rl`` or ``research.agent`` (both build on it).
 """
 
 from .corpus import (
@@ -25,6 +30,7 @@ from .corpus import (
 )
 from .grammar import PLAN_TOKENS, Kernel, Plan, PlanError, Step, format_plan, parse_plan
 from .legal import PlanPrefix, corpus_next, detour, legal_moves, smoothing_target
+from .observations import OBS_TOKENS, TOY_VOCAB, observation_tokens, speed_bucket, toy_tokenizer
 from .ops import TOY_CATEGORIES, TOY_OPS, ToyOp
 from .render import RenderError, render_plan
 from .reward import JudgeCache, Judgement, PlanJudge, cache_key
@@ -46,12 +52,14 @@ from .tokenizer import VOCAB, PlanTokenizer, prompt_tokens
 
 __all__ = [
     "HELDOUT",
+    "OBS_TOKENS",
     "OPTIMISATIONS",
     "PLAN_TOKENS",
     "SPLITS",
     "TEST",
     "TOY_CATEGORIES",
     "TOY_OPS",
+    "TOY_VOCAB",
     "TRAIN",
     "VOCAB",
     "CorpusConfig",
@@ -83,10 +91,13 @@ __all__ = [
     "legal_moves",
     "make_task",
     "make_tasks",
+    "observation_tokens",
     "optimisation_shares",
     "optimisations",
     "parse_plan",
     "prompt_tokens",
     "render_plan",
     "smoothing_target",
+    "speed_bucket",
+    "toy_tokenizer",
 ]

@@ -25,7 +25,7 @@ from research.agent.config import AgentConfig, AgentConfigError
 from research.agent.policies.toy_policy import DEFAULT_CHECKPOINT, TRAINED_BY, ToyEpisode
 from research.agent.tasks import Task
 from research.agent.tools import render_verdict
-from research.rl.pipeline.observations import observation_tokens, toy_tokenizer
+from research.toyenv import observation_tokens, toy_tokenizer
 
 from .conftest import FAST
 
@@ -56,11 +56,14 @@ def _observed(results, invalid: bool = False) -> list[str]:
 
     task = make_task(ToyTaskConfig(ops=["relu"], op_count_weights={1: 1.0}, decontam_dir=None), 1, 1)
     tok = toy_tokenizer()
-    episode = ToyEpisode(SimpleNamespace(tok=tok), "toy", task, task)
-    episode.turns, episode.invalid = [{"start": 0, "end": 0}], invalid
+    sampling = SimpleNamespace(temperature=0.0, max_new_tokens=32)
+    episode = ToyEpisode(SimpleNamespace(tok=tok, sampling=sampling), "toy", task, task)
+    episode.builder.policy([tok.eos_id], [0.0], "eos")  # the turn whose tool results are observed
+    episode.invalid = invalid
     episode.observe([r.message() for r in results or ()], results)
-    assert episode.mask == [0] * len(episode.response_ids)
-    return tok.decode(episode.response_ids)
+    traj = episode.builder.traj
+    assert traj.response_mask == [1] + [0] * (len(traj.response_ids) - 1)
+    return tok.decode(traj.response_ids[1:])
 
 
 def _bench(status, speedups=None):
@@ -120,15 +123,19 @@ def test_toy_policy_episodes_through_the_agent_loop(tmp_path, sandbox, monkeypat
         traj = trajectories[rec["task"]]
         calls = [c["function"]["name"] for m in traj["messages"] for c in m.get("tool_calls") or []]
         # a turn that is not a plan writes nothing: only episodes with a valid plan write the workspace
-        planned = any("plan" in t for t in traj["turns"])
+        planned = any(t["action"] for t in traj["turns"])
         assert calls[-1] == "submit" and ("write_file" in calls) == planned, (calls, traj["turns"])
         n = len(traj["response_ids"])
-        assert len(traj["response_mask"]) == len(traj["logprobs"]) == n and traj["response_mask"][-1] == 1
+        assert len(traj["response_mask"]) == len(traj["logprobs"]) == len(traj["turn_ids"]) == n
+        assert traj["response_mask"][-1] == 1 and traj["sampling"]["temperature"] == 0.0
+        # a turn is invalid exactly when it wrote no plan and did not stop (ToyEnv's per-turn fields)
+        assert all(t["invalid"] == (not t["action"] and not t["stop"]) for t in traj["turns"])
         assert traj["prompt_ids"][0] == tok.bos_id and traj["prompt_ids"][-1] == tok.sep_id
         first = traj["turns"][0]
-        if len(traj["turns"]) == 2 and "plan" in first:  # the first plan was benchmarked and observed
+        if len(traj["turns"]) == 2 and first["action"]:  # the first plan was benchmarked and observed
             bench = next(m for m in traj["messages"] if m.get("name") == "benchmark")
-            status, speedups = first["status"], first["speedups"]  # the benchmark's verdict, observed
+            v = first["verdict"]  # the benchmark's structured verdict, observed
+            status, speedups = v["status"], {k: x for k, x in v["speedups"].items() if x is not None}
             assert bench["content"].startswith(f"status: {status}")
             obs = tok.encode(observation_tokens(status, speedups))
             end = first["end"]

@@ -1,13 +1,41 @@
-"""Shared pieces of the pipeline tests: a rule-based stand-in for the sandbox judge (mechanics tests that
-need no sandbox process) and tiny pipeline configs."""
+"""Shared pieces of the pipeline tests: a scripted sampler, a rule-based stand-in for the sandbox judge
+(mechanics tests that need no sandbox process) and tiny pipeline configs."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
+import models
 from kernels_env.client import get_reward
 from research.rl.pipeline import PipelineConfig, PretrainConfig, RolloutConfig
 from research.toyenv import Judgement, PlanError, ToyTaskConfig, render_plan
+
+
+class ScriptedSampler:
+    """Returns the next scripted token list per call and row (with <eos> stopping), log-prob -0.5 each."""
+
+    def __init__(self, script, eos):
+        self.script, self.eos, self.calls, self.contexts = script, eos, 0, []
+
+    def generate(self, prompts, config, seed=0):
+        rows = [self.script[self.calls][i] for i in range(len(prompts))]
+        self.calls += 1
+        self.contexts.append([list(p) for p in prompts])
+        m = config.max_new_tokens
+        toks = np.zeros((len(rows), m), np.int32)
+        lp = np.zeros((len(rows), m), np.float32)
+        lengths, finish = [], []
+        for i, r in enumerate(rows):
+            r = r[:m]
+            toks[i, : len(r)] = r
+            lp[i, : len(r)] = -0.5
+            lengths.append(len(r))
+            finish.append("eos" if r and r[-1] == self.eos else "length")
+        return models.SampleOutput(
+            prompts, toks, lp, np.arange(m)[None] < np.array(lengths)[:, None], np.array(lengths), finish
+        )
 
 
 class RuleJudge:
@@ -57,8 +85,6 @@ TINY_ARCH = dict(
 
 
 def tiny_pipeline(out_dir, **kw) -> PipelineConfig:
-    import models
-
     ro = dict(episodes=8, group_size=2, max_plan_tokens=32, max_context=96)
     cfg = PipelineConfig(
         out_dir=str(out_dir),

@@ -30,6 +30,7 @@ from research import rl
 from research.rl import pipeline as pl
 from research.rl._batch import PackConfig, pack_trajectories
 from research.rl.pipeline import demo
+from research.toyenv import rollout as toy_rollout
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipeline_fixtures import SMALL_TASKS, TINY_ARCH, RuleJudge  # noqa: E402
@@ -78,43 +79,45 @@ def test_the_cached_sampler_samples_with_the_updated_actor(runtime):
     records = rt.env.rollout(sampler, RO, 0)
     traces = dict(sampler.trace_counts)
     fixed = records[0]  # a fixed sequence: its log-probs before the update
-    before = _fresh_logprobs(learner.actor_model(), fixed["prompt_ids"], fixed["response_ids"])
-    np.testing.assert_allclose(fixed["logprobs"], before, atol=2e-4)  # the sampler's = a fresh forward
+    before = _fresh_logprobs(learner.actor_model(), fixed.prompt_ids, fixed.response_ids)
+    np.testing.assert_allclose(fixed.logprobs, before, atol=2e-4)  # the sampler's = a fresh forward
 
-    planted = [dict(r, verdict=dict(r["verdict"], reward=(-1.0) ** i)) for i, r in enumerate(records)]
+    planted = [
+        dataclasses.replace(r, verdict={**r.verdict, "reward": (-1.0) ** i}) for i, r in enumerate(records)
+    ]
     learner.ppo_step(_pack(planted))  # rewards planted +-1: a random actor writes no valid plan
 
     again = rt.sampler(learner.actor_model(), RO)
     assert again is sampler  # the cached sampler, weights swapped in ...
     assert sampler.trace_counts == traces  # ... without a recompile
-    after = _fresh_logprobs(learner.actor_model(), fixed["prompt_ids"], fixed["response_ids"])
+    after = _fresh_logprobs(learner.actor_model(), fixed.prompt_ids, fixed.response_ids)
     assert np.max(np.abs(after - before)) > 1e-2  # the update moved the policy on this sequence
     # What the cached sampler draws now is drawn by the updated actor: its log-probs of its own samples
     # equal a fresh forward of the updated actor (and not of the old one).
     new = rt.env.rollout(sampler, RO, 0)
     for r in new:
-        want = _fresh_logprobs(learner.actor_model(), r["prompt_ids"], r["response_ids"])
-        np.testing.assert_allclose(r["logprobs"], want, atol=2e-4)
-    old = _fresh_logprobs(actor, new[0]["prompt_ids"], new[0]["response_ids"])
-    assert np.max(np.abs(np.asarray(new[0]["logprobs"]) - old)) > 1e-2
+        want = _fresh_logprobs(learner.actor_model(), r.prompt_ids, r.response_ids)
+        np.testing.assert_allclose(r.logprobs, want, atol=2e-4)
+    old = _fresh_logprobs(actor, new[0].prompt_ids, new[0].response_ids)
+    assert np.max(np.abs(np.asarray(new[0].logprobs) - old)) > 1e-2
     # ... and set_model on the Sampler itself swaps what generate uses (back to the original actor here).
     sampler.set_model(actor)
     back = rt.env.rollout(sampler, RO, 0)
-    assert [r["response_ids"] for r in back] == [r["response_ids"] for r in records]
-    np.testing.assert_allclose(back[0]["logprobs"], records[0]["logprobs"], atol=1e-5)
+    assert [r.response_ids for r in back] == [r.response_ids for r in records]
+    np.testing.assert_allclose(back[0].logprobs, records[0].logprobs, atol=1e-5)
 
 
 def test_rollout_seeds_and_tasks_differ_per_cursor_and_repeat_for_equal_cursors(runtime):
     rt = runtime
     sampler = rt.sampler(_toy_actor(seed=2), RO)
-    seeds = {pl.toy_rollout._seed(RO.seed, c, 0, 0) for c in range(50)}
+    seeds = {toy_rollout._seed(RO.seed, c, 0, 0) for c in range(50)}
     assert len(seeds) == 50
-    assert pl.toy_rollout._seed(1, 0, 0, 0) != pl.toy_rollout._seed(2, 0, 0, 0)
+    assert toy_rollout._seed(1, 0, 0, 0) != toy_rollout._seed(2, 0, 0, 0)
     draws = [tuple(t.id for t in rt.env.draw(RO, c)) for c in range(6)]
     assert len(set(draws)) > 1
     a, b, c = (rt.env.rollout(sampler, RO, k) for k in (0, 0, 1))
-    assert [r["response_ids"] for r in a] == [r["response_ids"] for r in b]  # deterministic per cursor
-    assert [r["response_ids"] for r in a] != [r["response_ids"] for r in c]
+    assert [r.response_ids for r in a] == [r.response_ids for r in b]  # deterministic per cursor
+    assert [r.response_ids for r in a] != [r.response_ids for r in c]
     # The stage's batch source advances the cursor every step (so each step samples afresh).
     from research.rl.pipeline.stages import _rollout_source
 
@@ -181,9 +184,9 @@ def test_one_update_moves_log_probs_in_the_direction_of_the_advantage(name, lear
     for i, r in enumerate(records):
         assert np.all(np.sign(adv[i][m[i]]) == np.sign(r["reward"]))
     graphdef, p0 = nnx.split(actor)
-    before = [_fresh_logprobs(actor, r["prompt_ids"], r["response_ids"]) for r in records]
+    before = [_fresh_logprobs(actor, r.prompt_ids, r.response_ids) for r in records]
     learner_.ppo_step(batch)
-    after = [_fresh_logprobs(learner_.actor_model(), r["prompt_ids"], r["response_ids"]) for r in records]
+    after = [_fresh_logprobs(learner_.actor_model(), r.prompt_ids, r.response_ids) for r in records]
     gain = np.array([(a - b).sum() for a, b in zip(after, before)])
     pos, neg = gain[0::2], gain[1::2]
     assert np.all(pos > 0), (name, gain)

@@ -21,10 +21,11 @@ from flax import nnx
 import models
 from research import rl
 from research.rl import pipeline as pl
+from research.rollout import Sampling, Trajectory
 from research.toyenv import VOCAB, make_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pipeline_fixtures import SMALL_TASKS, TINY_ARCH, RuleJudge, tiny_pipeline  # noqa: E402
+from pipeline_fixtures import SMALL_TASKS, TINY_ARCH, RuleJudge, ScriptedSampler, tiny_pipeline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 REWARD = rl.RewardConfig()
@@ -51,8 +52,12 @@ def _planted(actions, statuses, final="correct", reward=1.0, hallucinated=None, 
     if stop_last:
         turns.append({"start": len(ids), "end": len(ids) + 1, "stop": True})
         ids += [2]
+    mask = [int(any(t["start"] <= k < t["end"] for t in turns)) for k in range(len(ids))]
     return {
+        "prompt_ids": [1, 3],
         "response_ids": ids,
+        "response_mask": mask,
+        "logprobs": [-0.5 * m for m in mask],
         "turns": turns,
         "verdict": {"status": final, "reward": reward, "speedups": {}},
     }
@@ -124,31 +129,6 @@ def test_observation_tokens_extend_the_plan_vocabulary():
 
 
 # --- the rollout against a scripted sampler ---
-class ScriptedSampler:
-    """Returns the next scripted token list per call and row (with <eos> stopping), log-prob -0.5 each."""
-
-    def __init__(self, script, eos):
-        self.script, self.eos, self.calls, self.contexts = script, eos, 0, []
-
-    def generate(self, prompts, config, seed=0):
-        rows = [self.script[self.calls][i] for i in range(len(prompts))]
-        self.calls += 1
-        self.contexts.append([list(p) for p in prompts])
-        m = config.max_new_tokens
-        toks = np.zeros((len(rows), m), np.int32)
-        lp = np.zeros((len(rows), m), np.float32)
-        lengths, finish = [], []
-        for i, r in enumerate(rows):
-            r = r[:m]
-            toks[i, : len(r)] = r
-            lp[i, : len(r)] = -0.5
-            lengths.append(len(r))
-            finish.append("eos" if r and r[-1] == self.eos else "length")
-        return models.SampleOutput(
-            prompts, toks, lp, np.arange(m)[None] < np.array(lengths)[:, None], np.array(lengths), finish
-        )
-
-
 @pytest.fixture(scope="module")
 def toy_tasks():
     return make_tasks(SMALL_TASKS)
@@ -176,31 +156,47 @@ def test_multi_turn_rollout_masks_observations_and_ends_on_the_last_plan(toy_tas
     cfg = pl.RolloutConfig(turns=3, episodes=4, group_size=1, max_plan_tokens=32, max_context=128)
     recs = env.rollout(sampler, cfg, 0, tasks=[task, task, task], groups=["a", "b", "c"])
     r0, r1, r2 = recs
+    assert all(isinstance(r, Trajectory) for r in recs) and [r.group for r in recs] == ["a", "b", "c"]
     obs = lambda st, e, c: tok.encode(["<obs>", f"st_{st}", e, c, "<sep>"])  # noqa: E731
-    assert r0["prompt_ids"] == tok.encode_prompt(task)
+    assert r0.prompt_ids == tok.encode_prompt(task) and r0.task_id == task.id and r0.split == task.split
     o_unfused = obs("correct", "e_lt0.95", "c_lt0.95")
     o_fused = obs("correct", "e_lt1.5", "c_lt1.5")
-    assert r0["response_ids"] == plan_a + o_unfused + plan_b + o_fused + [eos]
-    assert r0["response_mask"] == [1] * len(plan_a) + [0] * 5 + [1] * len(plan_b) + [0] * 5 + [1]
-    assert r0["turn_ids"] == [0] * len(plan_a) + [-1] * 5 + [1] * len(plan_b) + [-1] * 5 + [2]
-    assert r0["logprobs"] == [-0.5] * len(plan_a) + [0.0] * 5 + [-0.5] * len(plan_b) + [0.0] * 5 + [-0.5]
-    assert r0["final_plan"] == fused.text() and r0["verdict"]["reward"] == 3.0 and r0["turns"][-1]["stop"]
+    assert r0.response_ids == plan_a + o_unfused + plan_b + o_fused + [eos]
+    assert r0.response_mask == [1] * len(plan_a) + [0] * 5 + [1] * len(plan_b) + [0] * 5 + [1]
+    assert r0.turn_ids == [0] * len(plan_a) + [-1] * 5 + [1] * len(plan_b) + [-1] * 5 + [2]
+    assert r0.logprobs == [-0.5] * len(plan_a) + [0.0] * 5 + [-0.5] * len(plan_b) + [0.0] * 5 + [-0.5]
+    assert r0.info["final_plan"] == fused.text() and r0.verdict["reward"] == 3.0 and r0.turns[-1].stop
+    assert r0.sampling == Sampling(temperature=1.0, max_new_tokens=32)
+    # Per turn: the plan written, its own verdict (none for the stop turn), where its tokens lie.
+    t0, t1, t2 = r0.turns
+    a, b = len(plan_a), len(plan_b)
+    assert [(t.start, t.end) for t in r0.turns] == [(0, a), (a + 5, a + 5 + b), (a + 10 + b, a + 11 + b)]
+    assert t0.action == baseline_plan(task).text() and t1.action == fused.text() and t2.action is None
+    assert t0.verdict["status"] == t1.verdict["status"] == "correct" and t2.verdict is None
+    assert (t0.verdict["reward"], t1.verdict["reward"]) == (1.0, 3.0)
+    assert t1.verdict["speedups"] == {"eager": 1.3, "compile": 1.1} and t1.verdict["cached"] is False
+    assert r0.turn_verdicts == [t0.verdict, t1.verdict, None] and r0.verdict == t1.verdict
+    assert not any(t.invalid or t.hallucinated for t in r0.turns)
+    assert [t.finish for t in r0.turns] == ["eos"] * 3
+    assert [r.end_reason for r in recs] == ["submitted", "max_turns", "submitted"]
     # Episode 1: invalid turn (no <eos>), then a correct plan, then another correct plan.
-    assert [t.get("status") for t in r1["turns"]] == ["invalid_plan", "correct", "correct"]
-    assert "no <eos>" in r1["turns"][0]["error"] and r1["verdict"]["reward"] == 3.0
+    assert [t.verdict["status"] for t in r1.turns] == ["invalid_plan", "correct", "correct"]
+    assert [t.invalid for t in r1.turns] == [True, False, False] and r1.turns[0].finish == "length"
+    assert "no <eos>" in r1.turns[0].error and r1.turns[0].action is None and r1.verdict["reward"] == 3.0
     # Episode 2: a plan for another task's ops (hallucinated), then stop: the final verdict is turn 0's.
     assert (
-        r2["turns"][0]["hallucinated"]
-        and r2["turns"][1]["stop"]
-        and r2["verdict"]["status"] in ("invalid_plan", "incorrect")
-        and r2["verdict"]["reward"] == -1.0
+        r2.turns[0].hallucinated
+        and r2.turns[1].stop
+        and r2.verdict["status"] in ("invalid_plan", "incorrect")
+        and r2.verdict["reward"] == -1.0
+        and r2.info["final_plan"] == baseline_plan(other).text()
     )
     # Every context is the previous one plus the new tokens (token-in-token-out, nothing re-tokenised).
-    assert sampler.contexts[1][0] == r0["prompt_ids"] + plan_a + o_unfused
+    assert sampler.contexts[1][0] == r0.prompt_ids + plan_a + o_unfused
     batch, drops, kept = rl.pack_trajectories(recs, REWARD, rl.PackConfig(max_len=cfg.max_len, pad_to=8))
     assert kept == [0, 1, 2] and not drops
-    packed = batch.tokens[0, : len(r0["prompt_ids"]) + len(r0["response_ids"])]
-    assert packed.tolist() == r0["prompt_ids"] + r0["response_ids"]
+    packed = batch.tokens[0, : len(r0.prompt_ids) + len(r0.response_ids)]
+    assert packed.tolist() == r0.prompt_ids + r0.response_ids
 
 
 def test_rollout_metrics_by_hand():
@@ -208,19 +204,23 @@ def test_rollout_metrics_by_hand():
         {
             "verdict": {"status": "correct", "reward": 3.0, "speedups": {"eager": 1.5, "compile": 1.2}},
             "final_plan": "K relu gelu B1024 V1 W4 M1",
-            "turns": [{"status": "correct"}],
+            "turns": [{"start": 0, "end": 9, "status": "correct"}],
             "response_mask": [1] * 9,
         },
         {
             "verdict": {"status": "correct", "reward": 1.0, "speedups": {"eager": 1.04, "compile": 0.9}},
             "final_plan": "K relu B1024 V1 W4 M1 K gelu B1024 V4 W4 M1",
-            "turns": [{"status": "invalid_plan"}, {"status": "correct"}, {"stop": True}],
+            "turns": [
+                {"start": 0, "end": 2, "status": "invalid_plan"},
+                {"start": 2, "end": 4, "status": "correct"},
+                {"start": 4, "end": 5, "stop": True},
+            ],
             "response_mask": [1] * 5,
         },
         {
             "verdict": {"status": "incorrect", "reward": -1.0, "speedups": {}},
             "final_plan": None,
-            "turns": [{"status": "incorrect", "hallucinated": True}],
+            "turns": [{"start": 0, "end": 3, "status": "incorrect", "hallucinated": True}],
             "response_mask": [1, 0, 1],
         },
         {
@@ -229,7 +229,10 @@ def test_rollout_metrics_by_hand():
             "response_mask": [1],
         },
     ]
+    for r in recs:  # dict records as older JSONL holds them (turns with a status, no turn fields)
+        r.update(prompt_ids=[1], response_ids=[4] * len(r["response_mask"]), logprobs=r["response_mask"])
     m = pl.rollout_metrics(recs, REWARD)
+    assert "tool_call_valid_rate" not in m and not any(k.startswith("end/") for k in m)  # none recorded
     assert m["episodes"] == 3 and m["dropped/judge_error"] == 1 and m["dropped/total"] == 1
     assert m["reward_mean"] == pytest.approx(1.0) and m["pass_rate"] == pytest.approx(2 / 3)
     assert m["faster_eager"] == pytest.approx(1 / 3) and m["faster_compile"] == pytest.approx(1 / 3)
@@ -392,7 +395,7 @@ def test_pipeline_runs_every_stage_and_hands_over_checkpoints(smoke_run):
     assert isinstance(accepted, list) and len(accepted) == ms["rft"].metrics["accepted"] == 8 * 2  # lenient
     trajs = pl.read_trajectories(ms["rft"].extra["trajectories"])
     assert len(trajs) == 8 * cfg.rft.rollout_batches and all(
-        1 <= len(t["turns"]) <= 2 and t["turns"][0].get("status") for t in trajs
+        1 <= len(t.turns) <= 2 and t.turns[0].verdict["status"] and t.end_reason for t in trajs
     )
     models.restore_checkpoint(ms["ppo"].actor)  # a handed-over checkpoint loads alone
     summary = json.loads((out / "pipeline.json").read_text())
@@ -663,9 +666,9 @@ def test_demo_after_full_runs_ablations_from_an_earlier_full_run(tmp_path):
 
 
 def test_corpus_multi_turn_sequences_teach_the_format_only(toy_tasks):
-    from research.rl.pipeline.observations import SPEED_NAMES, STATUSES
     from research.rl.pipeline.pretrain import format_observation
     from research.toyenv import corpus_plans, optimisations
+    from research.toyenv.observations import SPEED_NAMES, STATUSES
 
     tok = pl.toy_tokenizer()
     pairs = corpus_plans(toy_tasks.split("train")[:6])

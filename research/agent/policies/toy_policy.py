@@ -1,7 +1,7 @@
 """The toy plan policy of the RL pipeline (``research.rl.pipeline``, a ``models`` decoder over the toy
 environment's 91 tokens) playing toy tasks through the real agent loop.
 
-Each turn follows the toy environment's turn structure (``research.rl.pipeline.toy_rollout.ToyEnv``):
+Each turn follows the toy environment's turn structure (``research.toyenv.rollout.ToyEnv``):
 
 * the decoder samples a plan from ``<bos> task <sep>`` plus everything since (its own plans and the
   observation tokens of their verdicts), up to ``<eos>``;
@@ -18,8 +18,10 @@ Each turn follows the toy environment's turn structure (``research.rl.pipeline.t
 The reward is the agent loop's fresh full evaluation of the workspace, like any episode. Where this differs
 from ToyEnv: an invalid last plan leaves the previous plan in the workspace (ToyEnv scores the invalid plan
 -1), and a plan naming ops the task does not have is judged by the sandbox (ToyEnv's judge calls it invalid
-before judging). Token trajectory: ``prompt_ids`` / ``response_ids`` / ``response_mask`` / ``logprobs`` /
-``turns`` as the other token policy records (``turns`` also hold each turn's plan).
+before judging). Token trajectory: ToyEnv's, kept by the same ``research.rollout.TrajectoryBuilder``
+(``tokens()``: its ``prompt_ids`` / ``response_ids`` / ``response_mask`` / ``logprobs`` / ``turn_ids`` /
+``turns`` / ``sampling``; a turn's ``action`` is its plan, ``invalid`` / ``hallucinated`` / ``stop`` as
+ToyEnv sets them).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def observed_verdict(results) -> tuple[str, dict[str, float | None]]:
 
 
 class ToyPolicy(Policy):
-    """``model``: a ``models.CausalLM`` over ``research.rl.pipeline.toy_tokenizer()``; ``turns``: plans at
+    """``model``: a ``models.CausalLM`` over ``research.toyenv.toy_tokenizer()``; ``turns``: plans at
     most per episode; ``temperature`` 0: greedy (the pipeline's evaluation); ``max_plan_tokens``: a turn
     without ``<eos>`` within them is not a plan; ``max_context``: the sampler's one context bucket (a
     longer context submits)."""
@@ -71,7 +73,7 @@ class ToyPolicy(Policy):
         checkpoint: str | None = None,
     ):
         import models
-        from research.rl.pipeline.observations import toy_tokenizer
+        from research.toyenv import toy_tokenizer
 
         self.tok = toy_tokenizer()
         if model.config.vocab_size < len(self.tok):
@@ -120,40 +122,41 @@ class ToyPolicy(Policy):
             raise ValueError(f"policy=toy plays toy tasks only (tasks=toy_heldout); {task_id!r} is not one")
         return ToyEpisode(self, task_id, *self.tasks[task_id])
 
-    def generate(self, context: list[int], seed: int) -> tuple[list[int], list[float], str]:
+    def generate(self, context: list[int], seed: int) -> tuple[list[int], list[float], str, list[int]]:
+        """(tokens, their log-probs, finish reason, the context the sampler continued)."""
         with self._lock:
             out = self.sampler.generate([context], self.sampling, seed=seed)
         ids = out.response_ids(0)
-        return ids, out.logprobs[0, : len(ids)].tolist(), out.finish_reasons[0]
+        return ids, out.logprobs[0, : len(ids)].tolist(), out.finish_reasons[0], list(out.prompt_ids[0])
 
 
 class ToyEpisode(PolicyEpisode):
     def __init__(self, policy: ToyPolicy, task_id: str, task, judged):
+        from research.rollout import Sampling, TrajectoryBuilder
+
         self.policy, self.task_id, self.task, self.judged = policy, task_id, task, judged
-        self.prompt_ids = policy.tok.encode_prompt(task)  # the real task, as in training
-        self.response_ids: list[int] = []
-        self.mask: list[int] = []
-        self.logprobs: list[float] = []
-        self.turns: list[dict[str, Any]] = []
+        s = policy.sampling
+        self.builder = TrajectoryBuilder(
+            policy.tok.encode_prompt(task),  # the real task, as in training
+            task_id=task_id,
+            sampling=Sampling(temperature=s.temperature, max_new_tokens=s.max_new_tokens),
+        )
         self.invalid = False  # the last turn was not a plan: its observation is st_invalid_plan
 
     def _call(self, name: str, **arguments) -> ToolCall:
-        return ToolCall(f"call_{len(self.turns)}_{name}", name, json.dumps(arguments))
+        return ToolCall(f"call_{len(self.builder.turns)}_{name}", name, json.dumps(arguments))
 
     def act(self, messages):
         from research.toyenv import PlanError, render_plan
 
-        p, started = self.policy, time.perf_counter()
-        context = self.prompt_ids + self.response_ids
+        p, b, started = self.policy, self.builder, time.perf_counter()
+        context = b.ids
         if len(context) > p.max_context:  # ToyEnv ends such an episode: the workspace as it stands
             return Action("context bucket full: submit", [self._call("submit")], "tool_calls")
-        n = len(self.turns)
-        ids, lps, finish = p.generate(context, p.seed + zlib.crc32(f"{self.task_id}:{n}".encode()))
-        info: dict[str, Any] = {"start": len(self.response_ids), "end": len(self.response_ids) + len(ids)}
-        self.response_ids += ids
-        self.mask += [1] * len(ids)
-        self.logprobs += lps
-        self.turns.append(info)
+        n = len(b.turns)
+        ids, lps, finish, seen = p.generate(context, p.seed + zlib.crc32(f"{self.task_id}:{n}".encode()))
+        b.check_context(seen)  # the sampler continued the episode's tokens
+        turn = b.policy(ids, lps, finish)
         last = n + 1 >= p.turns
         usage = {"prompt_tokens": len(context), "completion_tokens": len(ids)}
         submit = [self._call("submit")]
@@ -161,18 +164,19 @@ class ToyEpisode(PolicyEpisode):
         if finish != "eos":
             error = f"no <eos> within {p.sampling.max_new_tokens} tokens"
         elif len(ids) == 1 and n > 0:
-            info["stop"] = True
+            turn.stop = True
             return Action("<eos>: submit", submit, "tool_calls", usage, time.perf_counter() - started)
         else:
             try:
                 plan = p.tok.decode_plan(ids)
                 source = render_plan(self.judged, plan)
-                info["plan"] = plan.text()
+                turn.action = plan.text()
+                turn.hallucinated = bool(set(plan.ops) - set(self.task.ops))
             except (PlanError, ValueError) as exc:
                 error = str(exc)[:200]
         self.invalid = error is not None
         if error is not None:
-            info["error"] = error
+            turn.error, turn.invalid = error, True
             return Action(
                 f"not a plan ({error})",
                 submit if last else [],
@@ -182,30 +186,18 @@ class ToyEpisode(PolicyEpisode):
             )
         calls = [self._call("write_file", path=SOLUTION, content=source)]
         calls += submit if last else [self._call("benchmark")]
-        return Action(f"plan: {info['plan']}", calls, "tool_calls", usage, time.perf_counter() - started)
+        return Action(f"plan: {turn.action}", calls, "tool_calls", usage, time.perf_counter() - started)
 
     def observe(self, new_messages, results=None):
-        from research.rl.pipeline.observations import observation_tokens
+        from research.toyenv import observation_tokens
 
         status, speedups = (INVALID, {}) if self.invalid else observed_verdict(results)
-        self.turns[-1].update(status=status, speedups=speedups)
-        obs = self.policy.tok.encode(observation_tokens(status, speedups))
-        self.response_ids += obs
-        self.mask += [0] * len(obs)
-        self.logprobs += [0.0] * len(obs)
+        self.builder.observe(self.policy.tok.encode(observation_tokens(status, speedups)))
 
     def context_tokens(self, messages):
-        return len(self.prompt_ids) + len(self.response_ids)
+        return len(self.builder)
 
-    def tokens(self) -> dict[str, Any]:
-        """The trajectory; a trailing observation belongs to no turn and is cut (as ToyEnv does)."""
-        n = len(self.mask)
-        while n and self.mask[n - 1] == 0:
-            n -= 1
-        return {
-            "prompt_ids": self.prompt_ids,
-            "response_ids": self.response_ids[:n],
-            "response_mask": self.mask[:n],
-            "logprobs": self.logprobs[:n],
-            "turns": self.turns,
-        }
+    def tokens(self):
+        """The episode's ``TrajectoryBuilder`` (the loop adds each turn's calls and verdicts and builds it;
+        ``build`` cuts a trailing observation: it belongs to no turn, as in ToyEnv)."""
+        return self.builder

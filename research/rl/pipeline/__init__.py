@@ -4,13 +4,18 @@
     manifests = run_pipeline(PipelineConfig(out_dir="runs/toy"))  # pretrain, warmup, rft, value, ppo
 
 Stages (``stages.py``) hand over ``models`` checkpoints through JSON manifests (``manifest.py``); rollouts
-are token-level episodes of the toy environment (``toy_rollout.py``: plan -> verdict observation -> revised
-plan) judged by the real sandbox through ``research.toyenv.PlanJudge``; RFT filters are pure functions
+are token-level episodes of the toy environment (``research.toyenv.rollout.ToyEnv``, re-exported here with
+its observation vocabulary: plan -> verdict observation -> revised plan; ``research.rollout.Trajectory``
+records) judged by the real sandbox through ``research.toyenv.PlanJudge``; RFT filters are pure functions
 (``filters.py``); ``demo.py`` is the time-boxed GPU learning demonstration. See docs/rl.md.
 
 May import: ``research.rl``, ``research.toyenv``, ``models``, ``kernels_env.client``, jax/flax/optax, numpy.
 Never imports hydra/omegaconf (the entry point is ``experiments/train.py``).
 """
+
+from research.rollout import read_trajectories
+from research.toyenv import OBS_TOKENS, TOY_VOCAB, observation_tokens, speed_bucket, toy_tokenizer
+from research.toyenv.rollout import RolloutConfig, ToyEnv, make_sampler
 
 from .config import (
     CRITIC_FREE,
@@ -34,13 +39,11 @@ from .filters import (
     rft_filter,
 )
 from .manifest import Manifest, config_hash, stage_line
-from .observations import OBS_TOKENS, TOY_VOCAB, observation_tokens, speed_bucket, toy_tokenizer
 from .pipeline import run_pipeline
 from .pretrain import PretrainConfig, encode_corpus, pretrain
 from .rollout_metrics import rollout_metrics
 from .runtime import DeadlineReached, Runtime, build_policy
-from .stages import STAGE_FNS, read_trajectories, run_ppo, run_pretrain, run_rft, run_value, run_warmup
-from .toy_rollout import RolloutConfig, ToyEnv, make_sampler
+from .stages import STAGE_FNS, run_ppo, run_pretrain, run_rft, run_value, run_warmup
 
 __all__ = [
     "CRITIC_FREE",

@@ -14,6 +14,7 @@ from typing import Any
 from kernels_env.client import JudgeConfig, SandboxConfig
 from models import ModelConfig, ModelSpec
 from research.toyenv import CorpusConfig, ToyTaskConfig
+from research.toyenv.rollout import RolloutConfig
 
 from .._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
 from .._devices import DevicesConfig
@@ -23,7 +24,6 @@ from .._rewards import RewardConfig
 from .agent_env import AgentEnvConfig
 from .filters import RFTFilterConfig
 from .pretrain import PretrainConfig
-from .toy_rollout import RolloutConfig
 
 STAGES = ("warmup", "rft", "value", "ppo")
 ENVS = ("agent", "toy")  # agent: the real agent loop on kernel tasks; toy: the toy plan environment

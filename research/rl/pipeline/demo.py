@@ -34,12 +34,12 @@ from pathlib import Path
 
 from kernels_env.client import JudgeConfig, SandboxConfig, TimingConfig
 from research.toyenv import ToyTaskConfig
+from research.toyenv.rollout import RolloutConfig
 
 from .._metrics import read_metrics
 from .config import EvalConfig, PipelineConfig, toy_model
 from .pipeline import run_pipeline
 from .pretrain import PretrainConfig
-from .toy_rollout import RolloutConfig
 
 ABLATIONS = ("raw_speedup_reward", "no_value_pretrain", "no_rft")
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from research.toyenv.rollout import RolloutConfig, ToyEnv
+
 from .._rewards import RewardConfig
 from .config import EvalConfig
 from .rollout_metrics import rollout_metrics
-from .toy_rollout import RolloutConfig, ToyEnv
 
 
 def eval_rollout(base: RolloutConfig, cfg: EvalConfig) -> RolloutConfig:
@@ -18,7 +19,7 @@ def eval_rollout(base: RolloutConfig, cfg: EvalConfig) -> RolloutConfig:
 
 
 def evaluate_policy(env: ToyEnv, sampler, rollout: RolloutConfig, cfg: EvalConfig, reward: RewardConfig):
-    """({split: metrics}, {split: records})."""
+    """({split: metrics}, {split: trajectories})."""
     metrics, records = {}, {}
     for split in cfg.splits:
         tasks = env.tasks(split)

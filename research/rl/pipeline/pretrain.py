@@ -60,7 +60,9 @@ from research.toyenv import (
     detour,
     format_plan,
     smoothing_target,
+    toy_tokenizer,
 )
+from research.toyenv.observations import BASELINES, SPEED_EDGES, STATUSES, observation_tokens
 from research.toyenv.tokenizer import EOS
 
 from .._mesh import init_sharded
@@ -162,8 +164,6 @@ def legal_targets(
 def format_observation(i: int) -> list[str]:
     """The observation of interaction-format sequence ``i``: 3 in 4 correct with speedup buckets drawn over
     every bucket (``na`` included), else another status (untimed), chosen by a hash of ``i``."""
-    from .observations import BASELINES, SPEED_EDGES, STATUSES, observation_tokens
-
     h = zlib.crc32(f"obs{i}".encode())
     # a speedup inside each bucket (below the first edge, between two, past the last), then None: ``na``
     values = [e / 2 for e in SPEED_EDGES[:1]] + [(a + b) / 2 for a, b in zip(SPEED_EDGES, SPEED_EDGES[1:])]
@@ -208,8 +208,6 @@ def pretrain(
     ``mesh`` the returned model is a copy placed by ``models.shard_model`` (``models.DEFAULT_RULES``),
     trained with its optimizer moments sharded alike and batches sharded over rows (data, fsdp), as
     ``research.rl.Learner`` does; without, ``model`` itself is updated in place."""
-    from .observations import toy_tokenizer
-
     tok = tokenizer or toy_tokenizer()
     tasks = list(corpus_tasks)
     n_val = max(1, int(len(tasks) * cfg.val_fraction)) if len(tasks) > 1 else 0

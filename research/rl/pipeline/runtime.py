@@ -13,12 +13,11 @@ from pathlib import Path
 
 import models
 from kernels_env.client import SandboxClient
-from research.toyenv import JudgeCache, PlanJudge, corpus_tasks, cpu_size, make_tasks
+from research.toyenv import JudgeCache, PlanJudge, corpus_tasks, cpu_size, make_tasks, toy_tokenizer
+from research.toyenv.rollout import RolloutConfig, ToyEnv, make_sampler
 
 from .._mesh import AXES, MeshConfig, build_mesh
 from .config import PipelineConfig
-from .observations import toy_tokenizer
-from .toy_rollout import RolloutConfig, ToyEnv, make_sampler
 
 
 class DeadlineReached(Exception):

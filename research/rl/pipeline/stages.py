@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import models
+from research.rollout import read_trajectories, write_trajectories
 
 from .._batch import PackConfig, pack_trajectories
 from .._checkpoint import CheckpointDir
@@ -72,17 +73,8 @@ def _evaluate(rt: Runtime, stage: str, model, rollout) -> dict:
     with (d / "eval_records.jsonl").open("w") as f:
         for split, recs in records.items():
             for r in recs:
-                f.write(
-                    json.dumps(
-                        {
-                            "split": split,
-                            "task_id": r["task_id"],
-                            "final_plan": r["final_plan"],
-                            "verdict": r["verdict"],
-                        }
-                    )
-                    + "\n"
-                )
+                row = {"split": split, "task_id": r.task_id, "final_plan": r.info.get("final_plan")}
+                f.write(json.dumps({**row, "verdict": r.verdict, "end_reason": r.end_reason}) + "\n")
     return metrics
 
 
@@ -295,18 +287,6 @@ def run_ppo(rt: Runtime, prev: Manifest) -> Manifest:
 
 
 # --- stage 2 ---------------------------------------------------------------------------------------------
-def _write_jsonl(path: Path, rows) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-    tmp.replace(path)
-
-
-def read_trajectories(path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
 def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
     c = rt.cfg.rft
     h = config_hash({"stage": c, "reward": rt.cfg.reward, "judge": rt.cfg.judge}, prev)
@@ -326,7 +306,7 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
             if rt.seconds_left() is not None and rt.seconds_left() <= 0 and records:
                 break
             records += rt.env.rollout(sampler, c.rollout, b)
-        _write_jsonl(traj, records)
+        write_trajectories(traj, records)
         stamp.write_text(h)
     kept, rejected = rft_filter(records, c.filters, rt.cfg.reward)
     sample_metrics = {
@@ -418,8 +398,8 @@ def run_value(rt: Runtime, prev: Manifest) -> Manifest:
     records = read_trajectories(prev.extra["trajectories"])
     if c.on == "accepted":
         records = [records[i] for i in prev.extra["accepted"]]
-    turns = max((len(r.get("turns") or []) for r in records), default=1)
-    max_len = max((len(r["prompt_ids"]) + len(r["response_ids"]) for r in records), default=1)
+    turns = max((len(r.turns) for r in records), default=1)
+    max_len = max((len(r.prompt_ids) + len(r.response_ids) for r in records), default=1)
     max_len = -(-max_len // 32) * 32
     batches = []
     for i in range(0, len(records), c.batch_size):

@@ -1,22 +1,27 @@
-"""Token-level rollouts of a ``models`` decoder in the toy kernel environment (``research.toyenv``).
+"""Token-level rollouts of a ``models`` decoder in the toy kernel environment.
 
 Why not the chat agent loop of ``research.agent``: its tools are text (write_file, compile, ...) behind a
 chat template, which a 69-token plan vocabulary cannot express. This rollout keeps the agent loop's
-trajectory format (verl layout, token-in-token-out, like ``FlaxEpisode.tokens()``) and its semantics:
+contract (``research.rollout``: one :class:`~research.rollout.Trajectory` per episode, built by a
+:class:`~research.rollout.TrajectoryBuilder`, token-in-token-out) and its semantics:
 
 * single turn (``turns=1``): ``<bos> task <sep>`` -> the policy writes ``PLAN <eos>`` -> the judge's verdict
   is the reward;
 * multi-turn: after each plan, an observation of its verdict (``observations.py``, mask 0) and the policy
   writes a revised plan, up to ``turns`` plans; a turn that is only ``<eos>`` (after the first) submits the
-  previous plan and ends the episode. The final reward is the verdict of the last plan written, like CUDA
-  Agent's final evaluation of the workspace.
+  previous plan and ends the episode (``Turn.stop``). The final reward is the verdict of the last plan
+  written, like CUDA Agent's final evaluation of the workspace.
 
 The whole context is prefilled each turn (at most ``max_context`` tokens: cheaper than cache bookkeeping
-at this size, and one compiled program per batch/context bucket). A turn is *invalid* when its tokens are
-not a plan (no ``<eos>`` in ``max_plan_tokens``, unknown tokens, a plan the task cannot take) and
-*hallucinated* when its plan names an op the task does not have; both are recorded per turn, for the RFT
-filters. A verdict that is not the policy's doing ends the episode and is recorded under a status of
-``research.rl.NON_POLICY_STATUSES``, so packing drops and counts it.
+at this size, and one compiled program per batch/context bucket). Per turn: ``Turn.action`` is the plan's
+text, ``Turn.verdict`` its verdict; a turn is ``invalid`` when its tokens are not a plan (no ``<eos>`` in
+``max_plan_tokens``, unknown tokens, a plan the task cannot take: verdict status ``invalid_plan``) and
+``hallucinated`` when its plan names an op the task does not have; the RFT filters read both. A verdict
+that is not the policy's doing ends the episode and is recorded under a status of
+``research.rl.NON_POLICY_STATUSES`` (``INFRA_STATUSES`` here, or the sandbox's ``NO_VERDICT``), so packing
+drops and counts it. ``Trajectory.end_reason``: ``submitted`` (a stop turn), ``max_turns``,
+``context_budget`` (the context outgrew ``max_context``) or ``non_policy_verdict``; ``info["final_plan"]``:
+the last plan judged.
 """
 
 from __future__ import annotations
@@ -29,11 +34,18 @@ from dataclasses import dataclass
 import numpy as np
 
 import models
-from research.toyenv import Judgement, PlanError, ToyTask
-from research.toyenv.reward import INVALID_PLAN
+from kernels_env.client import NO_VERDICT
+from research.rollout import Sampling, Trajectory, TrajectoryBuilder
 
-from .._rewards import NON_POLICY_STATUSES
+from .grammar import PlanError
 from .observations import observation_tokens, toy_tokenizer
+from .reward import INVALID_PLAN, Judgement
+from .tasks import ToyTask
+
+# research.rl.NON_POLICY_STATUSES beyond the sandbox's NO_VERDICT (research.toyenv does not import
+# research.rl; a test checks the two agree).
+INFRA_STATUSES = ("infra_error", "infra_timeout")
+SUBMITTED, MAX_TURNS, CONTEXT, NOT_POLICY = "submitted", "max_turns", "context_budget", "non_policy_verdict"
 
 
 @dataclass
@@ -110,8 +122,8 @@ class ToyEnv:
         cursor: int,
         tasks: Sequence[ToyTask] | None = None,
         groups: Sequence | None = None,
-    ) -> list[dict]:
-        """One record per episode (verl layout + ``task_id``, ``turns`` and ``final_plan``)."""
+    ) -> list[Trajectory]:
+        """One :class:`~research.rollout.Trajectory` per episode (see the module doc)."""
         tasks = list(tasks) if tasks is not None else self.draw(cfg, cursor)
         if groups is None:
             groups = [f"{cursor}:{i // cfg.group_size}" for i in range(len(tasks))]
@@ -125,69 +137,55 @@ class ToyEnv:
         return records
 
     # --- one batch of episodes ------------------------------------------------------------------------
-    def _episodes(self, sampler, cfg: RolloutConfig, tasks, groups, cursor, offset) -> list[dict]:
+    def _episodes(self, sampler, cfg: RolloutConfig, tasks, groups, cursor, offset) -> list[Trajectory]:
         tok = self.tokenizer
         eps = [
-            {
-                "prompt_ids": tok.encode_prompt(t),
-                "response_ids": [],
-                "response_mask": [],
-                "logprobs": [],
-                "turn_ids": [],
-                "turns": [],
-                "group": g,
-                "task_id": t.id,
-                "split": t.split,
-                "verdict": None,
-                "final_plan": None,
-            }
+            TrajectoryBuilder(
+                tok.encode_prompt(t),
+                task_id=t.id,
+                group=g,
+                split=t.split,
+                sampling=Sampling(temperature=cfg.temperature, max_new_tokens=cfg.max_plan_tokens),
+            )
             for t, g in zip(tasks, groups)
         ]
+        final: list[dict | None] = [None] * len(eps)  # the last verdict of each episode
+        plans: list[str | None] = [None] * len(eps)  # the plan it judged
+        ends = [MAX_TURNS] * len(eps)
         live = list(range(len(eps)))
         sampling = models.SamplingConfig(
             max_new_tokens=cfg.max_plan_tokens, temperature=cfg.temperature, eos_token_ids=(tok.eos_id,)
         )
         for turn in range(cfg.turns):
-            live = [
-                i for i in live if len(eps[i]["prompt_ids"]) + len(eps[i]["response_ids"]) <= cfg.max_context
-            ]
+            for i in live:
+                if len(eps[i]) > cfg.max_context:
+                    ends[i] = CONTEXT
+            live = [i for i in live if len(eps[i]) <= cfg.max_context]
             if not live:
                 break
-            contexts = [eps[i]["prompt_ids"] + eps[i]["response_ids"] for i in live]
             t0 = time.perf_counter()
-            out = sampler.generate(contexts, sampling, seed=_seed(cfg.seed, cursor, offset, turn))
+            out = sampler.generate(
+                [eps[i].ids for i in live], sampling, seed=_seed(cfg.seed, cursor, offset, turn)
+            )
             self.timings["generate_s"] += time.perf_counter() - t0
             parsed, judge_items = {}, []
             for row, i in enumerate(live):
-                ids = out.response_ids(row)
-                ep = eps[i]
-                k = len(ep["response_ids"])
-                ep["response_ids"] += ids
-                ep["response_mask"] += [1] * len(ids)
-                ep["logprobs"] += out.logprobs[row, : len(ids)].tolist()
-                ep["turn_ids"] += [turn] * len(ids)
-                info = {
-                    "start": k,
-                    "end": k + len(ids),
-                    "finish": out.finish_reasons[row],
-                    "plan": None,
-                    "stop": False,
-                    "hallucinated": False,
-                }
-                ep["turns"].append(info)
-                if out.finish_reasons[row] != "eos":
-                    info["error"] = f"no <eos> within {cfg.max_plan_tokens} tokens"
+                eps[i].check_context(out.prompt_ids[row])  # the sampler continued the episode's tokens
+                ids, finish = out.response_ids(row), out.finish_reasons[row]
+                t = eps[i].policy(ids, out.logprobs[row, : len(ids)].tolist(), finish)
+                if finish != "eos":
+                    t.error = f"no <eos> within {cfg.max_plan_tokens} tokens"
                     continue
                 if len(ids) == 1 and turn > 0:  # only <eos>: submit the previous plan
-                    info["stop"] = True
+                    t.stop = True
                     continue
                 try:
                     plan = tok.decode_plan(ids)
                 except (PlanError, ValueError) as exc:
-                    info["error"] = str(exc)[:200]
+                    t.error = str(exc)[:200]
                     continue
-                info["plan"] = plan.text()
-                info["hallucinated"] = bool(set(plan.ops) - set(tasks[i].ops))
+                t.action = plan.text()
+                t.hallucinated = bool(set(plan.ops) - set(tasks[i].ops))
                 parsed[i] = len(judge_items)
                 judge_items.append((self._judged(tasks[i]), plan))
             t0 = time.perf_counter()
@@ -195,36 +193,37 @@ class ToyEnv:
             self.timings["judge_s"] += time.perf_counter() - t0
             still = []
             for i in live:
-                ep, info = eps[i], eps[i]["turns"][-1]
-                if info["stop"]:
+                t = eps[i].turns[-1]
+                if t.stop:
+                    ends[i] = SUBMITTED
                     continue
                 j = (
                     verdicts[parsed[i]]
                     if i in parsed
-                    else Judgement(INVALID_PLAN, self.judge.invalid_reward, error=info.get("error"))
+                    else Judgement(INVALID_PLAN, self.judge.invalid_reward, error=t.error)
                 )
-                info.update(status=j.status, reward=j.reward, speedups=dict(j.speedups), cached=j.cached)
-                ep["verdict"] = _verdict(j)
-                ep["final_plan"] = info["plan"]
+                t.verdict, t.invalid = _verdict(j), j.status == INVALID_PLAN
+                final[i], plans[i] = dict(t.verdict), t.action
                 if j.dropped:  # not the policy's doing: the episode ends here and will be dropped
+                    ends[i] = NOT_POLICY
                     continue
                 if turn + 1 < cfg.turns:
-                    obs = tok.encode(observation_tokens(j.status, j.speedups))
-                    ep["response_ids"] += obs
-                    ep["response_mask"] += [0] * len(obs)
-                    ep["logprobs"] += [0.0] * len(obs)
-                    ep["turn_ids"] += [-1] * len(obs)
+                    eps[i].observe(tok.encode(observation_tokens(j.status, j.speedups)))
                     still.append(i)
             live = still
-        for ep in eps:  # a trailing observation belongs to no turn: trim it (the last turn ends the episode)
-            while ep["response_mask"] and ep["response_mask"][-1] == 0:
-                for key in ("response_ids", "response_mask", "logprobs", "turn_ids"):
-                    ep[key].pop()
-        return eps
+        # build() trims a trailing observation: it belongs to no turn (the last turn ends the episode)
+        return [b.build(final[i], ends[i], final_plan=plans[i]) for i, b in enumerate(eps)]
 
 
 def _verdict(j: Judgement) -> dict:
+    """A turn's verdict: the judgement's, a dropped one under a status that packing drops."""
     status = j.status
-    if j.dropped and status not in NON_POLICY_STATUSES:
+    if j.dropped and status not in (*NO_VERDICT, *INFRA_STATUSES):
         status = "infra_timeout" if status == "timeout" else "infra_error"
-    return {"status": status, "reward": j.reward, "speedups": dict(j.speedups), "error": j.error}
+    return {
+        "status": status,
+        "reward": j.reward,
+        "speedups": dict(j.speedups),
+        "error": j.error,
+        "cached": j.cached,
+    }

@@ -3,13 +3,13 @@
 An observation after a judged plan is ``<obs> <status> <eager bucket> <compile bucket> <sep>``: the status of
 the verdict and the speedup over each baseline in a few buckets (``na`` when not timed: CPU mode, a failed
 plan). It ends with ``<sep>``, the token that ends a task prompt, so the next policy tokens are a plan
-again. The new tokens are appended after ``research.toyenv.VOCAB`` (its ids never change), so a model
+again. The new tokens are appended after the plan vocabulary ``VOCAB`` (its ids never change), so a model
 pretrained on the plan vocabulary keeps its meaning for every earlier id.
 """
 
 from __future__ import annotations
 
-from research.toyenv import VOCAB, PlanTokenizer
+from .tokenizer import VOCAB, PlanTokenizer
 
 OBS = "<obs>"
 STATUSES = ("correct", "incorrect", "rejected", "compile_error", "runtime_error", "invalid_plan", "other")
