@@ -267,6 +267,7 @@ def test_drops_counted(chat, tools, tmp_path):
         demo(reward=None, status="judge_error"),  # not the demonstrator's doing
         demo(reward=None, status="sandbox_error"),
         demo(messages=CONV[:2] + [{"role": "assistant", "content": "a<|im_end|>b"}]),
+        demo(reward=float("nan")),
     ]
     run = tmp_path / "run"
     run.mkdir()
@@ -281,6 +282,7 @@ def test_drops_counted(chat, tools, tmp_path):
         "judge_error": 1,
         "sandbox_error": 1,
         "end_of_turn_in_text": 1,
+        "non_finite_reward": 1,
     }
     kept, drops = demo_trajectories(
         SFTConfig(demos=str(run / "trajectories.jsonl"), min_reward=0.0, max_len=2048), chat, tools
