@@ -36,6 +36,7 @@ def _measure(
     from research.rl.pipeline.demo import demo_pipeline
     from research.rl.pipeline.pretrain import pretrain
     from research.rl.pipeline.runtime import build_policy
+    from research.rollout import RolloutConfig
     from research.toyenv import (
         baseline_plan,
         corpus_tasks,
@@ -45,7 +46,7 @@ def _measure(
         render_plan,
         toy_tokenizer,
     )
-    from research.toyenv.rollout import RolloutConfig, make_sampler
+    from research.toyenv.rollout import make_sampler
 
     cfg = demo_pipeline(str(work), "cache.jsonl")
     pc = dataclasses.replace(

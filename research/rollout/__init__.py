@@ -21,6 +21,7 @@ May import: the standard library only (it sits under ``research.agent`` and ``re
 
 from ._trajectory import (
     CallRecord,
+    RolloutConfig,
     Sampling,
     Trajectory,
     TrajectoryBuilder,
@@ -33,6 +34,7 @@ from ._trajectory import (
 
 __all__ = [
     "CallRecord",
+    "RolloutConfig",
     "Sampling",
     "Trajectory",
     "TrajectoryBuilder",

@@ -26,6 +26,44 @@ class Sampling:
 
 
 @dataclass
+class RolloutConfig:
+    """One rollout batch of any source: ``episodes`` episodes, ``group_size`` per task (GRPO / RLOO /
+    TRLOO groups), at most ``turns`` policy turns each (1: single-turn mode) of at most ``max_turn_tokens``
+    tokens, a turn starting only while the context is under ``max_context`` tokens (the agent loop: its
+    context budget; the toy environment: its sampler's one prompt bucket), sampled at ``temperature`` /
+    ``top_p`` (recorded in every trajectory as :class:`Sampling`; the learner scores at the same
+    temperature), tasks drawn from ``split`` with ``seed``."""
+
+    turns: int = 1
+    episodes: int = 16
+    group_size: int = 4
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_turn_tokens: int = 32  # toy: a turn without <eos> in this many tokens is not a plan
+    max_context: int = 128
+    split: str = "train"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.turns < 1 or self.episodes < 1 or self.group_size < 1:
+            raise ValueError("turns, episodes and group_size must be >= 1")
+        if not 0.0 < self.top_p <= 1.0 or self.temperature < 0 or self.max_turn_tokens < 1:
+            raise ValueError("rollout: top_p in (0, 1], temperature >= 0 and max_turn_tokens >= 1")
+        if self.episodes % self.group_size:
+            raise ValueError(
+                f"episodes ({self.episodes}) must be a multiple of group_size ({self.group_size})"
+            )
+
+    @property
+    def max_len(self) -> int:
+        """Longest packed episode: the last turn's context plus its tokens."""
+        return self.max_context + self.max_turn_tokens
+
+    def sampling(self) -> Sampling:
+        return Sampling(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_turn_tokens)
+
+
+@dataclass
 class CallRecord:
     """One tool call of a turn. ``valid``: it parsed and its arguments fit the tool's schema;
     ``known``: it names a tool that was offered (else a hallucinated call); ``verdict``: the structured

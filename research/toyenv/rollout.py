@@ -15,7 +15,7 @@ contract (``research.rollout``: one :class:`~research.rollout.Trajectory` per ep
 The whole context is prefilled each turn (at most ``max_context`` tokens: cheaper than cache bookkeeping
 at this size, and one compiled program per batch/context bucket). Per turn: ``Turn.action`` is the plan's
 text, ``Turn.verdict`` its verdict; a turn is ``invalid`` when its tokens are not a plan (no ``<eos>`` in
-``max_plan_tokens``, unknown tokens, a plan the task cannot take: verdict status ``invalid_plan``) and
+``max_turn_tokens``, unknown tokens, a plan the task cannot take: verdict status ``invalid_plan``) and
 ``hallucinated`` when its plan names an op the task does not have; the RFT filters read both. A verdict
 that is not the policy's doing ends the episode and is recorded under a status of
 ``research.rl.NON_POLICY_STATUSES`` (``INFRA_STATUSES`` here, or the sandbox's ``NO_VERDICT``), so packing
@@ -29,13 +29,12 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 import models
 from kernels_env.client import NO_VERDICT
-from research.rollout import Sampling, Trajectory, TrajectoryBuilder
+from research.rollout import RolloutConfig, Trajectory, TrajectoryBuilder
 
 from .grammar import PlanError
 from .observations import observation_tokens, toy_tokenizer
@@ -46,31 +45,6 @@ from .tasks import ToyTask
 # research.rl; a test checks the two agree).
 INFRA_STATUSES = ("infra_error", "infra_timeout")
 SUBMITTED, MAX_TURNS, CONTEXT, NOT_POLICY = "submitted", "max_turns", "context_budget", "non_policy_verdict"
-
-
-@dataclass
-class RolloutConfig:
-    turns: int = 1  # plans per episode (1: single-turn mode)
-    episodes: int = 16  # per rollout batch (the sampler's batch bucket)
-    group_size: int = 4  # episodes per task (GRPO / RLOO / TRLOO groups)
-    temperature: float = 1.0
-    max_plan_tokens: int = 32  # a turn without <eos> in this many tokens is invalid
-    max_context: int = 128  # context before a turn's generation: the sampler's prompt bucket
-    split: str = "train"
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.turns < 1 or self.episodes < 1 or self.group_size < 1:
-            raise ValueError("turns, episodes and group_size must be >= 1")
-        if self.episodes % self.group_size:
-            raise ValueError(
-                f"episodes ({self.episodes}) must be a multiple of group_size ({self.group_size})"
-            )
-
-    @property
-    def max_len(self) -> int:
-        """Longest packed episode: the last turn's context plus its plan."""
-        return self.max_context + self.max_plan_tokens
 
 
 def _seed(*parts) -> int:
@@ -145,7 +119,7 @@ class ToyEnv:
                 task_id=t.id,
                 group=g,
                 split=t.split,
-                sampling=Sampling(temperature=cfg.temperature, max_new_tokens=cfg.max_plan_tokens),
+                sampling=cfg.sampling(),
             )
             for t, g in zip(tasks, groups)
         ]
@@ -154,7 +128,7 @@ class ToyEnv:
         ends = [MAX_TURNS] * len(eps)
         live = list(range(len(eps)))
         sampling = models.SamplingConfig(
-            max_new_tokens=cfg.max_plan_tokens, temperature=cfg.temperature, eos_token_ids=(tok.eos_id,)
+            max_new_tokens=cfg.max_turn_tokens, temperature=cfg.temperature, eos_token_ids=(tok.eos_id,)
         )
         for turn in range(cfg.turns):
             for i in live:
@@ -174,7 +148,7 @@ class ToyEnv:
                 ids, finish = out.response_ids(row), out.finish_reasons[row]
                 t = eps[i].policy(ids, out.logprobs[row, : len(ids)].tolist(), finish)
                 if finish != "eos":
-                    t.error = f"no <eos> within {cfg.max_plan_tokens} tokens"
+                    t.error = f"no <eos> within {cfg.max_turn_tokens} tokens"
                     continue
                 if len(ids) == 1 and turn > 0:  # only <eos>: submit the previous plan
                     t.stop = True

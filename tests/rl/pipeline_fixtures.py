@@ -85,7 +85,7 @@ TINY_ARCH = dict(
 
 
 def tiny_pipeline(out_dir, **kw) -> PipelineConfig:
-    ro = dict(episodes=8, group_size=2, max_plan_tokens=32, max_context=96)
+    ro = dict(episodes=8, group_size=2, max_turn_tokens=32, max_context=96)
     cfg = PipelineConfig(
         out_dir=str(out_dir),
         model=models.ModelSpec(arch=models.tiny_config(**TINY_ARCH)),

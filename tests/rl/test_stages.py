@@ -153,7 +153,7 @@ def test_multi_turn_rollout_masks_observations_and_ends_on_the_last_plan(toy_tas
     ]
     sampler = ScriptedSampler(script, eos)
     env = pl.ToyEnv({"train": [task]}, RuleJudge())
-    cfg = pl.RolloutConfig(turns=3, episodes=4, group_size=1, max_plan_tokens=32, max_context=128)
+    cfg = pl.RolloutConfig(turns=3, episodes=4, group_size=1, max_turn_tokens=32, max_context=128)
     recs = env.rollout(sampler, cfg, 0, tasks=[task, task, task], groups=["a", "b", "c"])
     r0, r1, r2 = recs
     assert all(isinstance(r, Trajectory) for r in recs) and [r.group for r in recs] == ["a", "b", "c"]

@@ -50,7 +50,7 @@ def test_toy_end_reasons_dropped_verdicts_and_per_turn_rewards(task):
     script = [[plan, plan, junk], [plan]]
     # the bucket holds a first plan and its observation, not the junk's
     cfg = pl.RolloutConfig(
-        turns=2, episodes=3, group_size=1, max_plan_tokens=64, max_context=p + len(plan) + 5
+        turns=2, episodes=3, group_size=1, max_turn_tokens=64, max_context=p + len(plan) + 5
     )
     env = pl.ToyEnv({"train": [task]}, DropSecond())
     recs = env.rollout(ScriptedSampler(script, tok.eos_id), cfg, 0, tasks=[task] * 3, groups=[0, 1, 2])

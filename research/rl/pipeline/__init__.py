@@ -13,9 +13,9 @@ May import: ``research.rl``, ``research.toyenv``, ``models``, ``kernels_env.clie
 Never imports hydra/omegaconf (the entry point is ``experiments/train.py``).
 """
 
-from research.rollout import read_trajectories
+from research.rollout import RolloutConfig, read_trajectories
 from research.toyenv import OBS_TOKENS, TOY_VOCAB, observation_tokens, speed_bucket, toy_tokenizer
-from research.toyenv.rollout import RolloutConfig, ToyEnv, make_sampler
+from research.toyenv.rollout import ToyEnv, make_sampler
 
 from .config import (
     CRITIC_FREE,

@@ -13,8 +13,8 @@ from typing import Any
 
 from kernels_env.client import JudgeConfig, SandboxConfig
 from models import ModelConfig, ModelSpec
+from research.rollout import RolloutConfig
 from research.toyenv import CorpusConfig, ToyTaskConfig
-from research.toyenv.rollout import RolloutConfig
 
 from .._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
 from .._devices import DevicesConfig

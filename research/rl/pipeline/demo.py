@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels_env.client import JudgeConfig, SandboxConfig, TimingConfig
+from research.rollout import RolloutConfig
 from research.toyenv import ToyTaskConfig
-from research.toyenv.rollout import RolloutConfig
 
 from .._metrics import read_metrics
 from .config import EvalConfig, PipelineConfig, toy_model

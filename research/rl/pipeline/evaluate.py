@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from research.toyenv.rollout import RolloutConfig, ToyEnv
+from research.rollout import RolloutConfig
+from research.toyenv.rollout import ToyEnv
 
 from .._rewards import RewardConfig
 from .config import EvalConfig

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import models
 from kernels_env.client import SandboxClient
+from research.rollout import RolloutConfig
 from research.toyenv import JudgeCache, PlanJudge, corpus_tasks, cpu_size, make_tasks, toy_tokenizer
-from research.toyenv.rollout import RolloutConfig, ToyEnv, make_sampler
+from research.toyenv.rollout import ToyEnv, make_sampler
 
 from .._mesh import AXES, MeshConfig, build_mesh
 from .config import PipelineConfig
