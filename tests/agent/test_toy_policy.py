@@ -169,3 +169,64 @@ def test_make_demo_command_on_two_tasks(tmp_path):
     for rec in results:
         assert f"{rec['task']}: {rec['status']}, reward " in text
     assert "heldout" in proc.stdout and "pass" in proc.stdout and "wrote" in proc.stdout
+
+
+class _ScriptedToyPolicy:
+    """What ToyEpisode uses of a ToyPolicy, with scripted turns in place of the sampler; ``shift`` makes
+    the 'sampler' report a context other than the one it was given (a re-rendered history)."""
+
+    def __init__(self, script, turns=3, shift=False):
+        import models
+
+        self.tok, self.turns, self.max_context, self.seed = toy_tokenizer(), turns, 128, 0
+        self.sampling = models.SamplingConfig(max_new_tokens=32, temperature=0.0)
+        self.script, self.shift = list(script), shift
+
+    def generate(self, context, seed):
+        ids = self.script.pop(0)
+        finish = "eos" if ids[-1] == self.tok.eos_id else "length"
+        return ids, [-0.25] * len(ids), finish, context[1:] if self.shift else list(context)
+
+
+def test_toy_episode_keeps_its_tokens_in_the_trajectory_builder():
+    """In-process: the toy policy's turns, observations and per-turn fields go through
+    research.rollout.TrajectoryBuilder, as ToyEnv's do (no sandbox: the tool results are given)."""
+    from research.agent.policies.toy_policy import ToyEpisode
+    from research.rollout import TrajectoryError
+    from research.toyenv import ToyTaskConfig, baseline_plan, make_tasks
+
+    cfg = ToyTaskConfig(num_train=4, num_test=2, num_heldout=2, decontam_dir=None)
+    tasks = make_tasks(cfg).split("train")
+    task = tasks[0]
+    other = next(t for t in tasks if set(t.ops) - set(task.ops))
+    tok = toy_tokenizer()
+    plan, foreign = tok.encode_plan(baseline_plan(task)), tok.encode_plan(baseline_plan(other))
+    junk = [4] * 32  # 32 plan tokens without <eos>
+    text = "status: correct (reward 1)\nspeedups: eager 1.3x"
+    bench = [{"role": "tool", "name": "benchmark", "content": text}]
+    ep = ToyEpisode(_ScriptedToyPolicy([plan, junk, foreign]), task.id, task, task)
+    first = ep.act([])
+    assert [c.name for c in first.tool_calls] == ["write_file", "benchmark"]
+    ep.observe(bench)
+    assert ep.act([]).tool_calls == []  # no <eos>: not a plan, nothing written
+    ep.observe([])
+    last = ep.act([])
+    assert [c.name for c in last.tool_calls] == ["write_file", "submit"]
+    got = ep.tokens()
+    obs_ok = tok.encode(observation_tokens("correct", {"eager": 1.3}))
+    obs_bad = tok.encode(observation_tokens("invalid_plan", {}))
+    assert got["prompt_ids"] == tok.encode_prompt(task)
+    assert got["response_ids"] == plan + obs_ok + junk + obs_bad + foreign
+    assert got["response_mask"] == [1] * len(plan) + [0] * 5 + [1] * 32 + [0] * 5 + [1] * len(foreign)
+    assert got["turn_ids"] == [0] * len(plan) + [-1] * 5 + [1] * 32 + [-1] * 5 + [2] * len(foreign)
+    assert got["logprobs"] == [-0.25 if m else 0.0 for m in got["response_mask"]]
+    assert got["sampling"] == {"temperature": 0.0, "top_p": 1.0, "max_new_tokens": 32}
+    turns = got["turns"]
+    assert [t["action"] for t in turns] == [baseline_plan(task).text(), None, baseline_plan(other).text()]
+    assert [t["invalid"] for t in turns] == [False, True, False] and "no <eos>" in turns[1]["error"]
+    assert [t["hallucinated"] for t in turns] == [False, False, True]
+    assert [t["finish"] for t in turns] == ["eos", "length", "eos"]
+    # a sampler that continued another context than the episode's tokens is refused
+    bad = ToyEpisode(_ScriptedToyPolicy([plan], shift=True), task.id, task, task)
+    with pytest.raises(TrajectoryError, match="re-rendered"):
+        bad.act([])
