@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from kernels_env.client import (
+    INFRA_ERROR,
     NO_VERDICT,
+    REFERENCE_ERROR,
     BrokenReference,
     JudgeConfig,
     SandboxClient,
@@ -183,7 +185,8 @@ class PlanJudge:
             try:
                 verdict = _verdict(fut.result())
             except (BrokenReference, SandboxError) as exc:
-                verdict = {"status": "judge_error", "reward": None, "speedups": {}, "error": str(exc)[:500]}
+                status = REFERENCE_ERROR if isinstance(exc, BrokenReference) else INFRA_ERROR
+                verdict = {"status": status, "reward": None, "speedups": {}, "error": str(exc)[:500]}
             self.stats["judged"] += 1
             judgement = self._from_verdict(verdict, key, cached=False)
             if not judgement.dropped and self.cache is not None:

@@ -18,7 +18,7 @@ text, ``Turn.verdict`` its verdict; a turn is ``invalid`` when its tokens are no
 ``max_turn_tokens``, unknown tokens, a plan the task cannot take: verdict status ``invalid_plan``) and
 ``hallucinated`` when its plan names an op the task does not have; the RFT filters read both. A verdict
 that is not the policy's doing ends the episode and is recorded under a status of
-``research.rl.NON_POLICY_STATUSES`` (``INFRA_STATUSES`` here, or the sandbox's ``NO_VERDICT``), so packing
+``research.rl.NON_POLICY_STATUSES`` (the sandbox's ``NO_VERDICT``, ``infra_error`` included), so packing
 drops and counts it. ``Trajectory.end_reason``: ``submitted`` (a stop turn), ``max_turns``,
 ``context_budget`` (the context outgrew ``max_context``) or ``non_policy_verdict``; ``info["final_plan"]``:
 the last plan judged.
@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 import models
-from kernels_env.client import NO_VERDICT
+from kernels_env.client import INFRA_ERROR, NO_VERDICT
 from research.rollout import RolloutConfig, Trajectory, TrajectoryBuilder
 
 from .grammar import PlanError
@@ -43,7 +43,6 @@ from .tasks import ToyTask
 
 # research.rl.NON_POLICY_STATUSES beyond the sandbox's NO_VERDICT (research.toyenv does not import
 # research.rl; a test checks the two agree).
-INFRA_STATUSES = ("infra_error", "infra_timeout")
 SUBMITTED, MAX_TURNS, CONTEXT, NOT_POLICY = "submitted", "max_turns", "context_budget", "non_policy_verdict"
 
 
@@ -192,8 +191,8 @@ class ToyEnv:
 def _verdict(j: Judgement) -> dict:
     """A turn's verdict: the judgement's, a dropped one under a status that packing drops."""
     status = j.status
-    if j.dropped and status not in (*NO_VERDICT, *INFRA_STATUSES):
-        status = "infra_timeout" if status == "timeout" else "infra_error"
+    if j.dropped and status not in NO_VERDICT:  # not the policy's doing: the sandbox never answered
+        status = INFRA_ERROR
     return {
         "status": status,
         "reward": j.reward,

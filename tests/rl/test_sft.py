@@ -154,7 +154,7 @@ class _ScriptedBatcher:
     def unregister(self):
         pass
 
-    def generate(self, context, cache):
+    def generate(self, context, cache=None, key=0):
         self.contexts.append(list(context))
         out = self.outs.pop(0)
         return out, [0.0] * len(out), "stop", None
@@ -166,7 +166,9 @@ def test_tokens_equal_the_flax_agent_loop(chat, tools):
     sampled = [chat.encode(tiny_turn(CONV[i])) for i in ASSISTANT]  # what a sampler emitted, independently
     batcher = _ScriptedBatcher(sampled)
     ep = FlaxEpisode(
-        SimpleNamespace(chat=chat, batcher=batcher, keep_cache=False), chat.prompt_ids(CONV[:2], tools), tools
+        SimpleNamespace(chat=chat, batcher=batcher, keep_cache=False, record=None),
+        chat.prompt_ids(CONV[:2], tools),
+        tools,
     )
     for k, i in enumerate(ASSISTANT):
         action = ep.act(CONV[:i])
@@ -175,7 +177,7 @@ def test_tokens_equal_the_flax_agent_loop(chat, tools):
         ]
         if k + 1 < len(ASSISTANT):
             ep.observe(CONV[i + 1 : ASSISTANT[k + 1]])  # as run_episode does after each turn's tool results
-    got = ep.tokens()
+    got = ep.tokens().build().to_dict()
     assert got["prompt_ids"] == t.prompt_ids
     assert got["response_ids"] == t.response_ids and got["response_mask"] == t.response_mask
     assert [(u["start"], u["end"]) for u in got["turns"]] == [(u.start, u.end) for u in t.turns]

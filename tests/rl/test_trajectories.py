@@ -14,7 +14,6 @@ from research.rl import pipeline as pl
 from research.rollout import CallRecord, Sampling, Trajectory, TrajectoryBuilder, read_trajectories
 from research.rollout import write_trajectories as write
 from research.toyenv import Judgement, baseline_plan, make_tasks
-from research.toyenv.rollout import INFRA_STATUSES
 
 REWARD = rl.RewardConfig()
 PER_TURN = rl.RewardConfig(placement="per_turn", turn_gamma=0.5)
@@ -25,9 +24,9 @@ def task():
     return make_tasks(SMALL_TASKS).split("train")[0]
 
 
-def test_toy_infra_statuses_are_the_learner_s_non_policy_statuses():
-    # research.toyenv names them without importing research.rl: the two lists must agree
-    assert set(rl.NON_POLICY_STATUSES) == set(NO_VERDICT) | set(INFRA_STATUSES)
+def test_the_learner_drops_the_sandbox_s_no_verdict_statuses():
+    # one vocabulary: what the toy environment records for a verdict that is not the policy's doing
+    assert set(rl.NON_POLICY_STATUSES) == set(NO_VERDICT) and "infra_error" in NO_VERDICT
 
 
 class DropSecond(RuleJudge):
@@ -56,13 +55,13 @@ def test_toy_end_reasons_dropped_verdicts_and_per_turn_rewards(task):
     recs = env.rollout(ScriptedSampler(script, tok.eos_id), cfg, 0, tasks=[task] * 3, groups=[0, 1, 2])
     full, dropped, overflow = recs
     assert [r.end_reason for r in recs] == ["max_turns", "non_policy_verdict", "context_budget"]
-    assert dropped.verdict["status"] == "infra_timeout" and dropped.verdict["reward"] is None
+    assert dropped.verdict["status"] == "infra_error" and dropped.verdict["reward"] is None
     assert dropped.turns[0].verdict == {**dropped.verdict} and len(dropped.turns) == 1
     assert overflow.turns[0].invalid and overflow.turns[0].verdict["status"] == "invalid_plan"
     assert len(overflow.turns) == 1 and overflow.response_mask[-1] == 1  # the observation was trimmed
     assert [t.verdict["reward"] for t in full.turns] == [1.0, 1.0]  # correct but slower than eager
     batch, drops, kept = rl.pack_trajectories(recs, PER_TURN, rl.PackConfig(max_len=cfg.max_len, pad_to=8))
-    assert kept == [0, 2] and dict(drops) == {"infra_timeout": 1}
+    assert kept == [0, 2] and dict(drops) == {"infra_error": 1}
     # per_turn placement: each turn's own verdict reward on its last policy token, gamma there
     last = [p + t.end - 1 for t in full.turns]
     np.testing.assert_array_equal(np.flatnonzero(batch.token_rewards[0]), last)
@@ -70,7 +69,7 @@ def test_toy_end_reasons_dropped_verdicts_and_per_turn_rewards(task):
     np.testing.assert_array_equal(batch.token_discounts[0, last], [0.5, 0.5])
     m = pl.rollout_metrics(recs, REWARD)
     assert m["end/max_turns"] == m["end/context_budget"] == m["end/non_policy_verdict"] == 1.0
-    assert m["dropped/infra_timeout"] == 1.0 and m["episodes"] == 2.0
+    assert m["dropped/infra_error"] == 1.0 and m["episodes"] == 2.0
 
 
 def _agent_trajectory(calls_per_turn, reward=1.0, group=None) -> Trajectory:
