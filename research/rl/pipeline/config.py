@@ -24,8 +24,9 @@ from .._rewards import RewardConfig
 from .agent_env import AgentEnvConfig
 from .filters import RFTFilterConfig
 from .pretrain import PretrainConfig
+from .sft import SFTConfig
 
-STAGES = ("warmup", "rft", "value", "ppo")
+STAGES = ("sft", "warmup", "rft", "value", "ppo")  # sft: env=agent with sft.demos only
 ENVS = ("agent", "toy")  # agent: the real agent loop on kernel tasks; toy: the toy plan environment
 
 
@@ -162,6 +163,7 @@ class PipelineConfig:
     agent: AgentEnvConfig = field(default_factory=AgentEnvConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)  # cold start on demonstrations (env=agent)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     judge_cache: str | None = "judge_cache.jsonl"  # relative to out_dir; null: no cache
@@ -202,6 +204,8 @@ class PipelineConfig:
         if self.env not in ENVS:
             raise ValueError(f"env must be one of {ENVS}, got {self.env!r}")
         self.tasks = task_config(self.env, self.tasks)
+        if self.sft.demos and self.env != "agent":
+            raise ValueError("sft.demos: cold-start SFT renders agent conversations; it needs env=agent")
         if self.pipeline != "staged":
             raise ValueError(f"pipeline must be 'staged' (the only pipeline), got {self.pipeline!r}")
         if self.stage is not None:
@@ -246,13 +250,15 @@ class PipelineConfig:
         if self.init is None:
             mesh.check_rows("pretrain.batch_size", self.pretrain.batch_size)
         rows = {
+            "sft": ("sft.batch_size", self.sft.batch_size, self.sft.learner),
             "warmup": ("warmup.rollout.episodes", self.warmup.rollout.episodes, self.warmup.learner),
             "rft": ("rft.batch_size", self.rft.batch_size, self.rft.learner),
             "value": ("value.batch_size", self.value.batch_size, self.value.learner),
             "ppo": ("ppo.rollout.episodes", self.ppo.rollout.episodes, self.ppo.learner),
         }
         for stage in self.stages:
-            if (stage == "rft" and not self.rft.enabled) or (stage == "value" and not self.value.enabled):
+            off = {"rft": not self.rft.enabled, "value": not self.value.enabled, "sft": not self.sft.demos}
+            if off.get(stage):
                 continue  # no learner runs (a disabled RFT still samples, unsharded batches)
             name, n, lc = rows[stage]
             mesh.check_rows(name, n, splits(lc))

@@ -14,6 +14,8 @@ from .stages import STAGE_FNS, run_init, run_pretrain
 
 
 def _skipped(cfg: PipelineConfig, name: str) -> str | None:
+    if name == "sft" and not cfg.sft.demos:
+        return "no demonstrations (sft.demos)"
     if name == "value" and not cfg.value.enabled:
         return "value.enabled=false"
     if name == "value" and cfg.ppo.learner.advantage.estimator in CRITIC_FREE:

@@ -32,9 +32,8 @@ from research.agent.policies.chat import END_OF_TURN, ChatFormat, TemplateError
 from research.rollout import Trajectory, TrajectoryBuilder
 
 from .._batch import PackConfig, RLBatch, pack_trajectories
-from .._config import LearnerConfig
+from .._config import LearnerConfig, OptimConfig
 from .._rewards import NON_POLICY_STATUSES, DropCounter, Dropped, RewardConfig
-from .config import _learner
 
 TRAJECTORIES = "trajectories.jsonl"  # research.agent.runner's file name in a run directory
 # The agent loop's own "the final evaluation failed" verdict (research.agent.episode.final_verdict) is not
@@ -58,7 +57,9 @@ class SFTConfig:
     epochs: int = 2
     batch_size: int = 8
     max_len: int = 4096  # prompt + response tokens; longer demos are dropped and counted, never cut
-    learner: LearnerConfig = field(default_factory=lambda: _learner(1e-5, 1e-4))  # the critic is unused
+    learner: LearnerConfig = field(
+        default_factory=lambda: LearnerConfig(actor=OptimConfig(lr=1e-5), critic=OptimConfig(lr=1e-4))
+    )  # the critic is unused
     save_every: int = 10
 
 

@@ -20,6 +20,8 @@ skipped. When the time budget runs out a stage checkpoints the steps it finished
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -205,10 +207,11 @@ def run_init(rt: Runtime) -> Manifest:
 def _rollout_source(rt: Runtime, learner: Learner, rollout, box):
     def source(cursor):
         rt.check_deadline()
-        sampler = rt.sampler(learner.actor_model(), rollout)
+        sampler = rt.sampler(learner.actor_model(), rollout)  # the learner's current weights, swapped in
         for _ in range(3):
             records = rt.env.rollout(sampler, rollout, int(cursor))
             cursor = int(cursor) + 1
+            _check_sampling(records, learner.config.loss.temperature)
             batch, drops, _ = _pack(rt, records, rollout.max_len, rollout.episodes, rollout.turns)
             if batch is not None:
                 break
@@ -217,10 +220,22 @@ def _rollout_source(rt: Runtime, learner: Learner, rollout, box):
         box["cursor"] = cursor
         metrics = rollout_metrics(records, rt.cfg.reward)
         metrics.update(drops.as_metrics("pack_dropped/"))
-        metrics.update({f"time/{k}": v for k, v in rt.env.timings.items()})
+        metrics.update({f"time/{k}": v for k, v in {**rt.env.timings, **rt.timings}.items()})
         return batch, cursor, metrics
 
     return source
+
+
+def _check_sampling(records, temperature: float | None) -> None:
+    """Every trajectory was sampled at the temperature the learner scores at (a mismatch makes every
+    importance ratio wrong by a constant: the run stops, naming both)."""
+    want = 1.0 if temperature is None else temperature
+    for r in records:
+        got = r.sampling.temperature if r.sampling is not None else None
+        if got is not None and got != want:
+            raise ValueError(
+                f"trajectory {r.task_id} was sampled at temperature {got}, the learner scores at {want}"
+            )
 
 
 def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: bool) -> Manifest:
@@ -284,6 +299,45 @@ def run_warmup(rt: Runtime, prev: Manifest) -> Manifest:
 
 def run_ppo(rt: Runtime, prev: Manifest) -> Manifest:
     return _ppo_stage(rt, prev, "ppo", rt.cfg.ppo, critic_from_prev=prev.stage == "value")
+
+
+# --- cold start -----------------------------------------------------------------------------------------
+def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
+    """Cold-start SFT (env=agent): demonstrations rendered with the learner's tokenizer and chat template,
+    NLL on assistant tokens only (``sft.py``), ``epochs`` passes through ``Learner.rft_step``."""
+    from .sft import demo_trajectories, demos_path, sft_batches
+
+    c = rt.cfg.sft
+    path = demos_path(c.demos)
+    h = config_hash({"stage": c, "demos": hashlib.sha256(path.read_bytes()).hexdigest()}, prev)
+    d = _dir(rt, "sft")
+    if (m := Manifest.find(d, h)) is not None:
+        return m
+    trajs, drops = demo_trajectories(c, rt.chat, rt.env.tools)
+    if not trajs:
+        raise ValueError(f"sft.demos={path}: no demonstration is usable ({dict(drops)})")
+    batches = []
+    for e in range(c.epochs):  # each epoch in its own order; B padded to batch_size (one shape to compile)
+        epoch = dataclasses.replace(c, learner=dataclasses.replace(c.learner, seed=c.learner.seed + e))
+        batches += sft_batches(trajs, epoch, rt.pad_id, rows_multiple=c.batch_size)
+    learner = Learner(c.learner, rt.restore_actor(prev.actor), None, mesh=rt.mesh)
+    box: dict = {}
+    info = {"demos": float(len(trajs)), **drops.as_metrics("demos_dropped/")}
+
+    def source(cursor):
+        rt.check_deadline()
+        box["cursor"] = int(cursor) + 1
+        return batches[int(cursor) % len(batches)], int(cursor) + 1, info
+
+    rows, truncated = _learner_stage(rt, "sft", learner, source, len(batches), c.save_every, "rft", box)
+    m = _manifest(rt, "sft", h, prev, d, rows, truncated, demos=str(path), kept=len(trajs))
+    m.metrics.update(info)
+    m.critic = None
+    ev = _evaluate(rt, "sft", learner.actor_model(), rt.cfg.warmup.rollout)
+    if ev:
+        m.metrics["eval"] = ev
+    m.save(d)
+    return m
 
 
 # --- stage 2 ---------------------------------------------------------------------------------------------
@@ -430,4 +484,4 @@ def run_value(rt: Runtime, prev: Manifest) -> Manifest:
     return m
 
 
-STAGE_FNS = {"warmup": run_warmup, "rft": run_rft, "value": run_value, "ppo": run_ppo}
+STAGE_FNS = {"sft": run_sft, "warmup": run_warmup, "rft": run_rft, "value": run_value, "ppo": run_ppo}
