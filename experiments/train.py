@@ -1,4 +1,8 @@
-"""The staged RL pipeline of CUDA Agent on the toy kernel environment (research.rl.pipeline).
+"""CUDA Agent's staged RL pipeline (research.rl.pipeline): the real agent loop (env=agent) or the toy plan
+environment (env=toy, the default).
+
+    python -m experiments.train env=agent preset=agent_cpu model=hf model.checkpoint=CKPT \
+        tasks.problems_dir=DIR sft.demos=RUN/trajectories.jsonl out_dir=OUT   # every stage + export, CPU
 
     python -m experiments.train preset=toy_cpu out_dir=runs/toy_cpu         # pretrain + 4 stages on CPU
     python -m experiments.train out_dir=runs/toy ablation=no_rft             # GPU sizes, one ablation
@@ -21,7 +25,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import CONF, save_config, to_dataclass, user_errors
+from experiments._hydra import CONF, ConfigError, save_config, to_dataclass, user_errors
 from research.rl.pipeline.config import PipelineConfig
 
 CONFIG_NAME = "train"
@@ -54,14 +58,23 @@ def start_jax(config: PipelineConfig) -> None:
 
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
     from models import CheckpointError, UnsupportedModelError
+    from research.agent.policies.chat import TemplateError
     from research.rl import MeshError
     from research.rl.pipeline import run_pipeline, stage_line
+    from research.rl.pipeline.sft import DemoFileError
+    from research.rollout import TrajectoryError
+
+    errors = (CheckpointError, UnsupportedModelError, MeshError, TemplateError, DemoFileError)
+    errors += (TrajectoryError,)
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO under Hydra
-    with user_errors(
-        cfg, CheckpointError, UnsupportedModelError, MeshError, paths=["init", "model.checkpoint"]
-    ):
+    with user_errors(cfg, *errors, paths=["init", "model.checkpoint", "sft.demos"]):
+        if HydraConfig.get().runtime.choices.get("model") == "hf" and not cfg.model.checkpoint:
+            # (conf/model/hf.yaml's ??? cannot survive the merge onto the schema's default None)
+            raise ConfigError("model=hf needs model.checkpoint=DIR (a local Hugging Face checkpoint)")
         config = to_config(cfg)
         save_config(cfg, config.out_dir)
         start_jax(config)

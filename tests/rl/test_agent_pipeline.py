@@ -119,13 +119,14 @@ def test_resume_after_sigkill_mid_ppo_gives_the_same_metrics(setup, sandbox, tmp
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT)
     ckpts = killed / "ppo" / "checkpoints"
     deadline = time.monotonic() + 600
-    while not (ckpts.is_dir() and any(p.name.isdigit() and int(p.name) >= 1 for p in ckpts.iterdir())):
+    while not (ckpts.is_dir() and any(p.name.startswith("step_") for p in ckpts.iterdir())):
         assert proc.poll() is None, "the run ended before its first PPO checkpoint"
         assert time.monotonic() < deadline
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
+    assert not (killed / "ppo" / "manifest.json").exists()  # killed mid-PPO, not after it
     assert subprocess.run(cmd, env=env, cwd=ROOT).returncode == 0  # resumes
     read = lambda d: [json.loads(x) for x in (d / "ppo" / "metrics.jsonl").read_text().splitlines()]
     a, b = read(full), read(killed)
