@@ -20,9 +20,7 @@ class PolicyEpisode:
     def act(self, messages: list[dict[str, Any]]) -> Action:
         raise NotImplementedError
 
-    def observe(
-        self, new_messages: list[dict[str, Any]], results: list[ToolResult] | None = None
-    ) -> None:
+    def observe(self, new_messages: list[dict[str, Any]], results: list[ToolResult] | None = None) -> None:
         """The messages appended after the last assistant turn (tool results, a note) and the turn's
         ``ToolResult`` per call, in order (None when the turn made no call: ``new_messages`` is a note).
         Read a ``verify`` / ``benchmark`` verdict from ``results[i].verdict``, never from its text."""
