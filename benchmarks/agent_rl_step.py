@@ -48,6 +48,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--turn-tokens", type=int, default=512)
     ap.add_argument("--context", type=int, default=6144)
     ap.add_argument("--steps", type=int, default=3, help="including the compile step 0")
+    ap.add_argument("--micro-batches", type=int, default=8, help="the learner's gradient accumulation")
     ap.add_argument("--smoke", action="store_true", help="CPU: tiny model, CPU sandbox")
     args = ap.parse_args(argv)
 
@@ -89,6 +90,7 @@ def main(argv=None) -> dict:
         agent=AgentEnvConfig(seed_solution=True, max_observation_bytes=2048),
     )
     cfg.ppo.rollout = dataclasses.replace(cfg.ppo.rollout, **rollout)
+    cfg.ppo.learner.micro_batches = args.micro_batches
     rt = Runtime(cfg)
     util = GpuUtil() if not args.smoke else None
     try:
@@ -96,7 +98,9 @@ def main(argv=None) -> dict:
         critic = models.Critic.from_policy(actor, seed=0)
         learner = Learner(cfg.ppo.learner, actor, critic)
         del actor, critic
-        pack = PackConfig(max_len=cfg.ppo.rollout.max_len, pad_to=256, rows_multiple=1, pad_id=rt.pad_id)
+        pack = PackConfig(
+            max_len=cfg.ppo.rollout.max_len, pad_to=256, rows_multiple=args.micro_batches, pad_id=rt.pad_id
+        )
         rows = []
         for step in range(args.steps):
             t0 = time.perf_counter()
