@@ -1,16 +1,21 @@
-"""research.rl.pipeline: CUDA Agent's staged RL pipeline on the toy kernel environment.
+"""research.rl.pipeline: CUDA Agent's staged RL pipeline on the real agent loop (``env=agent``) or the toy
+plan environment (``env=toy``).
 
     from research.rl.pipeline import PipelineConfig, run_pipeline
+    run_pipeline(PipelineConfig(env="agent", tasks={"problems_dir": "problems"}, out_dir="runs/a"))
     manifests = run_pipeline(PipelineConfig(out_dir="runs/toy"))  # pretrain, warmup, rft, value, ppo
 
-Stages (``stages.py``) hand over ``models`` checkpoints through JSON manifests (``manifest.py``); rollouts
-are token-level episodes of the toy environment (``research.toyenv.rollout.ToyEnv``, re-exported here with
-its observation vocabulary: plan -> verdict observation -> revised plan; ``research.rollout.Trajectory``
-records) judged by the real sandbox through ``research.toyenv.PlanJudge``; RFT filters are pure functions
-(``filters.py``); ``demo.py`` is the time-boxed GPU learning demonstration. See docs/rl.md.
+Stages (``stages.py``: init or pretrain, sft, warmup, rft, value, ppo) hand over checkpoints through JSON
+manifests (``manifest.py``). Rollout sources return ``research.rollout.Trajectory`` records: the agent loop
+(``agent_env.AgentEnv``: ``research.agent.run_episode`` with the Flax policy over the learner's weights,
+in lockstep, k episodes per task) or the toy environment (``research.toyenv.rollout.ToyEnv``, re-exported
+here with its observation vocabulary). ``sft.py`` renders demonstrations for the cold start; RFT filters are
+pure functions (``filters.py``); ``export.py`` writes the final policy; ``demo.py`` is the time-boxed GPU
+toy learning demonstration. See docs/rl.md.
 
-May import: ``research.rl``, ``research.toyenv``, ``models``, ``kernels_env.client``, jax/flax/optax, numpy.
-Never imports hydra/omegaconf (the entry point is ``experiments/train.py``).
+May import: ``research.rl``, ``research.rollout``, ``research.agent``, ``research.toyenv``, ``models``,
+``kernels_env.client`` / ``session``, jax/flax/optax, numpy. Never imports hydra/omegaconf (the entry point
+is ``experiments/train.py``).
 """
 
 from research.rollout import RolloutConfig, read_trajectories
