@@ -14,17 +14,17 @@
   token-in-token-out, batched generation, KV cache kept across turns), ``scripted``, ``toy`` (the RL
   pipeline's toy plan policy: plans rendered into Triton, written and benchmarked through the tools).
 - Tasks (``load_tasks``): KernelBench-format problems under a directory, ``research.data`` datasets
-  (a synthesis output, JSONL or Parquet: ``tasks.source=data``), or toy tasks of ``research.toyenv`` written as
-  such problems (``tasks.source=toy``); each task has a split.
+  (a synthesis output, JSONL or Parquet: ``tasks.source=data``), or toy tasks of ``research.toyenv``
+  written as such problems (``tasks.source=toy``); each task has a split.
 - ``run_agent`` runs a task set concurrently and writes results.jsonl, trajectories.jsonl (one
   ``research.rollout.Trajectory.to_dict()`` per episode with its messages, offered tools, per-turn tool calls
   and verdicts, end reason and timings; tokens for token policies: what RL and cold-start SFT consume) and
   summary.json (Table 1 per level); it resumes.
 
 May import: the standard library, numpy, ``models`` (the Flax and toy policies), ``research.toyenv`` (toy
-tasks and the toy policy), ``research.data`` (dataset tasks), ``research.rollout`` (token trajectories), ``openai``, ``bm25s``, ``tqdm`` and the
-sandbox only through ``kernels_env.client``, ``kernels_env.session`` and ``kernels_env.rules.messages``.
-Never imports hydra/omegaconf (the entry point is ``experiments/agent.py``).
+tasks and the toy policy), ``research.data`` (dataset tasks), ``research.rollout`` (token trajectories),
+``openai``, ``bm25s``, ``tqdm`` and the sandbox only through ``kernels_env.client``, ``kernels_env.session``
+and ``kernels_env.rules.messages``. Never imports hydra/omegaconf (the entry point: ``experiments/agent.py``).
 """
 
 from .actions import Action, ToolCall
