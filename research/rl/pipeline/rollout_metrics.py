@@ -67,7 +67,8 @@ def rollout_metrics(records: list[Trajectory | dict], reward: RewardConfig, pref
     n = max(len(rewards), 1)
     out.update({f"tier/{k:g}": v / n for k, v in sorted(tiers.items())})
     out.update({f"end/{k}": float(v) for k, v in sorted(ends.items())})
-    shares = optimisation_shares(plans)
-    out.update({f"opt/{k}": v * len(plans) / n for k, v in shares.items()})
+    if plans:  # toy episodes only: agent-loop episodes write source text, not plans
+        shares = optimisation_shares(plans)
+        out.update({f"opt/{k}": v * len(plans) / n for k, v in shares.items()})
     out.update(drops.as_metrics())
     return {f"{prefix}{k}": v for k, v in out.items()}

@@ -45,6 +45,13 @@ class Runtime:
     def __init__(self, cfg: PipelineConfig, judge=None, eval_judge=None, client=None):
         self.cfg = cfg
         self.timings: dict[str, float] = {"weight_swap_s": 0.0}
+        import jax
+
+        if cfg.model.attention_impl == "cudnn" and jax.default_backend() != "gpu":
+            raise ValueError(
+                f"model.attention_impl=cudnn needs a GPU (JAX runs on {jax.default_backend()}): "
+                "set model.attention_impl=xla (preset=agent_cpu and preset=toy_cpu do)"
+            )
         # Every learner and sampler of the run shares this mesh (None: one device); checked before any
         # stage starts so a bad size fails in one line, not inside a jitted update.
         self.mesh = build_mesh(cfg.mesh)
