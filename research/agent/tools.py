@@ -167,13 +167,15 @@ def _check_arguments(name: str, args: dict) -> str | None:
 
 
 def call_validity(call: ToolCall, offered) -> tuple[bool, bool, str | None]:
-    """(valid, known, why not) of one call: ``known`` when it names a tool that was offered (else a
-    hallucinated call), ``valid`` when it is known, parses and fits the tool's schema."""
+    """(valid, known, why not) of one call, the two reasons CUDA Agent's RFT drops an episode kept apart:
+    ``valid`` when its block and arguments parse and, for an offered tool, fit that tool's schema;
+    ``known`` when it names an offered tool (else a hallucinated call; a block too broken to name any
+    tool is invalid, not hallucinated)."""
     args, error = call.parsed()
     if error is not None:
-        return False, bool(call.name) and call.name in offered, error
+        return False, not call.name or call.name in offered, error
     if call.name not in offered:
-        return False, False, f"unknown tool {call.name!r}"
+        return True, False, f"unknown tool {call.name!r}"
     error = _check_arguments(call.name, args)
     return error is None, True, error
 

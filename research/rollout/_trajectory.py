@@ -65,9 +65,10 @@ class RolloutConfig:
 
 @dataclass
 class CallRecord:
-    """One tool call of a turn. ``valid``: it parsed and its arguments fit the tool's schema;
-    ``known``: it names a tool that was offered (else a hallucinated call); ``verdict``: the structured
-    sandbox result of a judging call (verify / benchmark), next to the text the model saw."""
+    """One tool call of a turn. ``valid``: its block and arguments parsed and, for an offered tool, fit
+    the tool's schema; ``known``: it names a tool that was offered (else a hallucinated call; the two are
+    RFT's two reasons, kept apart); ``verdict``: the structured sandbox result of a judging call (verify /
+    benchmark), next to the text the model saw."""
 
     name: str
     ok: bool = False

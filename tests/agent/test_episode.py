@@ -202,3 +202,31 @@ def test_run_episode_hands_each_turns_tool_results_to_observe():
     assert results[1].verdict == ws.verdicts[0] and results[1].verdict["status"] == CORRECT
     assert [m["content"] for m in calls] == [r.text for r in results]
     assert no_results is None and note == [{"role": "user", "content": NO_TOOL_CALL}]
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ({"name": "verify", "arguments": "{not json"}, "invalid_action"),  # malformed arguments
+        ({"name": "write_file", "arguments": {"path": "model_new.py"}}, "invalid_action"),  # no content
+        ({"name": "compile_and_win", "arguments": {}}, "hallucinated_action"),  # a tool nobody offered
+        (None, None),  # the clean episode is kept
+    ],
+)
+def test_rft_drops_an_episode_with_a_malformed_or_hallucinated_tool_call(bad, reason):
+    from research.rl.pipeline import RFTFilterConfig, rejection_reason
+    from research.rollout import Trajectory
+
+    steps = [write_call()] + ([bad] if bad else []) + [{"name": "submit", "arguments": {}}]
+    ws = FakeWorkspace()
+    res = run_episode("t", "ref", ScriptedPolicy(steps), ws, Budgets(max_turns=5), FAST)
+    assert res.verdict["status"] == CORRECT  # the final verdict alone would keep it
+    record = json.loads(json.dumps(res.trajectory_record()))  # through trajectories.jsonl
+    traj = Trajectory.from_dict(record)
+    calls = [c for t in traj.turns for c in t.calls]
+    assert [c.name for c in calls] == [s["name"] for s in steps]
+    if bad is not None:
+        invalid = reason == "invalid_action"  # else hallucinated: valid JSON naming no offered tool
+        assert calls[1].valid != invalid and calls[1].known == invalid and calls[1].error
+        assert traj.turns[1].invalid == invalid and traj.turns[1].hallucinated != invalid
+    assert rejection_reason(traj, RFTFilterConfig(), rl.RewardConfig()) == reason

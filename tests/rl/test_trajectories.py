@@ -201,3 +201,34 @@ def test_older_toy_records_read_with_their_turn_fields():
     batch, _, _ = rl.pack_trajectories([old], PER_TURN, rl.PackConfig(pad_to=1))
     np.testing.assert_array_equal(batch.token_rewards[0], [0, 0, 0, 0, -1, 0, 0, 0, 1])
     assert pl.rollout_metrics([old], REWARD)["opt/vector_width"] == 0.0
+
+
+def test_agent_groups_become_group_ids_and_grpo_advantages_are_per_group():
+    """k episodes per task (``AgentEnv`` tags them ``"<cursor>:<task>"``): packing gives each task one group
+    id and GRPO normalises within it, checked against numpy (ddof 1, as verl)."""
+    import jax.numpy as jnp
+
+    from research.rollout import TrajectoryBuilder
+
+    trajs = []
+    for group, reward in [("7:0", 1.0), ("7:1", -1.0), ("7:0", -1.0), ("7:1", -1.0), ("7:0", 1.0)]:
+        b = TrajectoryBuilder([1, 2, 3], task_id=f"t{group}", group=group)
+        b.policy([4, 5], [-0.5, -0.5], "eos")
+        trajs.append(b.build({"status": "correct" if reward > 0 else "incorrect", "reward": reward}))
+    batch, drops, kept = rl.pack_trajectories(trajs, rl.RewardConfig(), rl.PackConfig(max_len=16, pad_to=8))
+    assert kept == [0, 1, 2, 3, 4] and not drops
+    assert list(np.asarray(batch.group_ids)) == [0, 1, 0, 1, 0]
+    adv = rl.compute_advantages(
+        jnp.asarray(batch.token_rewards),
+        None,
+        jnp.asarray(batch.response_mask),
+        jnp.asarray(batch.token_discounts),
+        jnp.asarray(batch.turn_ids),
+        jnp.asarray(batch.group_ids),
+        rl.AdvantageConfig(estimator="grpo"),
+    )[0]
+    rows = np.asarray(adv)[:, 4]  # the first policy token of each row
+    r0 = np.array([1.0, -1.0, 1.0])
+    want0 = (r0 - r0.mean()) / (r0.std(ddof=1) + 1e-6)
+    np.testing.assert_allclose(rows[[0, 2, 4]], want0, rtol=1e-4)
+    np.testing.assert_allclose(rows[[1, 3]], 0.0, atol=1e-6)  # equal rewards: nothing to prefer

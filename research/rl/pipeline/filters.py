@@ -65,10 +65,11 @@ def has_hallucination(record: Trajectory | dict) -> bool:
 
 
 def has_redundant_loop(record: Trajectory | dict, max_repeats: int = 1) -> bool:
-    """An identical action (its policy tokens) repeated more than ``max_repeats`` times."""
+    """An identical action (its policy tokens) repeated more than ``max_repeats`` times (turns without
+    tokens, a text policy's, are no evidence of a loop)."""
     traj = as_trajectory(record)
     ids = traj.response_ids
-    counts = Counter(tuple(ids[t.start : t.end]) for t in _actions(traj))
+    counts = Counter(tuple(ids[t.start : t.end]) for t in _actions(traj) if t.end > t.start)
     return any(n > max_repeats for n in counts.values())
 
 
