@@ -142,6 +142,15 @@ class AgentEnv:
             tasks = self.draw(cfg, cursor)
             groups = [f"{cursor}:{i // cfg.group_size}" for i in range(len(tasks))]
         groups = list(groups if groups is not None else range(len(tasks)))
+        if len(tasks) > cfg.episodes:  # e.g. an evaluation split: batches of the sampler's largest bucket
+            out, timings = [], {}
+            for i in range(0, len(tasks), cfg.episodes):
+                out += self.rollout(
+                    sampler, cfg, cursor, tasks[i : i + cfg.episodes], groups[i : i + cfg.episodes]
+                )
+                timings = {k: timings.get(k, 0.0) + v for k, v in self.timings.items()}
+            self.timings = timings
+            return out
         policy = FlaxPolicy(
             None,
             self.tokenizer,
