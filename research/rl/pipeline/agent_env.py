@@ -216,6 +216,13 @@ class AgentEnv:
         wall = time.perf_counter() - t0
         gen = sum(c["seconds"] for c in policy.batcher.calls)
         trajs = [t for t in out if t is not None]
+        short = [t for t in trajs if not t.turns and t.end_reason == "context_budget"]
+        if short:
+            raise ValueError(
+                f"rollout.max_context={cfg.max_context} tokens is smaller than the prompt of task "
+                f"{short[0].task_id} ({len(short[0].prompt_ids)} tokens with its tools): raise the stage's "
+                "rollout.max_context"
+            )
         self.timings = {
             "rollout_s": wall,
             "generate_s": gen,

@@ -60,6 +60,10 @@ def _pack(rt: Runtime, records, max_len: int, rows: int, max_turns: int = 64):
 def _evaluate(rt: Runtime, stage: str, model, rollout) -> dict:
     if not rt.cfg.eval.enabled:
         return {}
+    if rt.cfg.env == "agent":
+        # one evaluation protocol after every stage: the multi-turn (PPO) rollout's context budget, or the
+        # single-turn warm-up's for eval.turns=1 (the agent's multi-turn prompt carries the tools)
+        rollout = rt.cfg.ppo.rollout if rt.cfg.eval.turns > 1 else rt.cfg.warmup.rollout
     sampler = rt.sampler(model, rollout)
     final = not rt.cfg.stages or stage == rt.cfg.stages[-1]
     metrics, records = evaluate_policy(
