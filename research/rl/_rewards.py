@@ -12,6 +12,11 @@ judge, and ``infra_error`` (a verdict made outside the judge: the sandbox was no
 ran out; the sandbox's own ``timeout`` status is a candidate that hung, which *is* the policy's doing and
 gets the failure reward, as ``no_solution`` does). Dropped episodes are counted by reason.
 
+One exception in training: ``toolchain_missing`` (a solution in a backend whose toolchain this machine
+lacks, e.g. CuTe DSL) is the machine's limit for an evaluation, but in RL it is the policy's choice, and
+dropping it would be a way out of every negative reward (write CuTe DSL when unsure). It gets the failure
+reward of the run's reward function (``reward_fn``, else the verdict's ``reward_fn``).
+
 Placement: ``final`` puts the episode's reward on its last policy token (the default); ``per_turn`` puts
 each turn's verdict reward on that turn's last policy token and multiplies the discount by ``turn_gamma``
 there, so the return from turn k is sum_j turn_gamma^(j-k) r_j (Kevin-32B's per-turn aggregation).
@@ -25,12 +30,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels_env.client import NO_VERDICT, get_reward
+from kernels_env.client import NO_VERDICT, TOOLCHAIN_MISSING, failure_reward, get_reward
 from research.rollout import Trajectory
 
 from ._registry import Registry
 
-NON_POLICY_STATUSES = NO_VERDICT  # the name callers know: the client's statuses without a reward
+# The client's statuses without a reward, but toolchain_missing (see the module doc).
+NON_POLICY_STATUSES = tuple(s for s in NO_VERDICT if s != TOOLCHAIN_MISSING)
 PLACEMENTS = Registry("reward placement")
 
 
@@ -55,7 +61,12 @@ def verdict_reward(verdict: dict, cfg: RewardConfig) -> float:
     status = verdict.get("status")
     if status in cfg.drop_statuses:
         raise Dropped(str(status))
-    if cfg.reward_fn is None:
+    if status == TOOLCHAIN_MISSING:
+        name = cfg.reward_fn or verdict.get("reward_fn")
+        if not name:
+            raise Dropped(f"no_reward:{status}")
+        reward = failure_reward(name)
+    elif cfg.reward_fn is None:
         reward = verdict.get("reward")
     else:
         reward = get_reward(cfg.reward_fn)(status, verdict.get("speedups") or {})

@@ -33,9 +33,22 @@ def test_non_policy_verdicts_are_dropped(status):
     assert exc.value.reason == status
 
 
-def test_the_drop_statuses_are_the_clients_no_verdict_vocabulary():
-    assert rl.NON_POLICY_STATUSES == NO_VERDICT == rl.RewardConfig().drop_statuses
+def test_the_drop_statuses_are_the_clients_no_verdict_vocabulary_but_toolchain_missing():
+    assert rl.NON_POLICY_STATUSES == rl.RewardConfig().drop_statuses
+    assert set(rl.NON_POLICY_STATUSES) == set(NO_VERDICT) - {"toolchain_missing"}
     assert INFRA_ERROR in rl.NON_POLICY_STATUSES and NO_SOLUTION not in rl.NON_POLICY_STATUSES
+
+
+@pytest.mark.parametrize(
+    ("reward_fn", "failure"), [("cuda_agent", -1.0), ("binary", 0.0), ("log_speedup", -2.0)]
+)
+def test_toolchain_missing_is_no_way_out_of_a_negative_reward(reward_fn, failure):
+    """A policy that writes a backend the training machine lacks gets the failure reward, not a drop."""
+    v = {"status": "toolchain_missing", "reward": None, "reward_fn": reward_fn, "speedups": {}}
+    assert rl.verdict_reward(v, rl.RewardConfig()) == failure  # the verdict's reward function
+    assert rl.verdict_reward(v, rl.RewardConfig(reward_fn="cuda_agent")) == -1.0  # the run's, when set
+    with pytest.raises(rl.Dropped, match="no_reward"):
+        rl.verdict_reward({**v, "reward_fn": None}, rl.RewardConfig())  # no function to ask: dropped
 
 
 @pytest.mark.parametrize("reward_fn", [None, *REWARDS])
