@@ -126,3 +126,29 @@ def test_tool_call_parsing_and_observation_tokens(policy):
         "<|im_start|>assistant\n"
     )
     assert chat.observation_ids(tool, [], 123)[0] == chat.eot_id  # a cut-off turn is closed first
+
+
+def test_a_models_checkpoint_plays_as_a_flax_policy(tmp_path):
+    """policy=flax policy.model=DIR also takes a ``models`` checkpoint (what a toy-shaped or custom run
+    saves): same weights, the bundled tokenizer and TINY_TEMPLATE unless tokenizer files sit beside it."""
+    from research.agent.policies.flax_policy import load_policy_model
+
+    cfg = models.tiny_config(
+        hidden_size=64,
+        num_layers=1,
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=32,
+        intermediate_size=128,
+        compute_dtype="float32",
+    )
+    saved = models.init_model(cfg, seed=3)
+    models.save_checkpoint(tmp_path / "ck", saved)
+    model, tok, template = load_policy_model(str(tmp_path / "ck"), dtype="float32")
+    assert template == TINY_TEMPLATE and len(tok) == len(models.default_tokenizer())
+    ids = jnp.asarray([[1, 2, 3, 4]])
+    np.testing.assert_array_equal(np.asarray(model(ids)), np.asarray(saved(ids)))
+    models.default_tokenizer().save_pretrained(str(tmp_path / "ck"))
+    assert load_policy_model(str(tmp_path / "ck"), dtype="float32")[2] is None  # its own tokenizer files
+    with pytest.raises(FileNotFoundError, match="neither"):
+        load_policy_model(str(tmp_path / "missing"))

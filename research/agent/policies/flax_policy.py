@@ -26,7 +26,9 @@ RANDOM_MODELS = ("tiny", "qwen2_0_5b_random")
 
 def load_policy_model(name: str, dtype: str = "bfloat16", tokenizer: str = "", seed: int = 0):
     """(model, tokenizer, chat template override) for ``tiny``, ``qwen2_0_5b_random`` (random weights, the
-    bundled tokenizer and :data:`TINY_TEMPLATE`) or a Hugging Face checkpoint directory (its template)."""
+    bundled tokenizer and :data:`TINY_TEMPLATE`), a Hugging Face checkpoint directory (its tokenizer and
+    template; e.g. a training run's ``final_policy``) or a ``models`` checkpoint directory (``model.json``:
+    its tokenizer files if saved beside it, else the bundled tokenizer with :data:`TINY_TEMPLATE`)."""
     import models
 
     if name in RANDOM_MODELS:
@@ -34,10 +36,16 @@ def load_policy_model(name: str, dtype: str = "bfloat16", tokenizer: str = "", s
         model = models.init_model(make(compute_dtype=dtype), seed=seed)
         tok = models.load_tokenizer(tokenizer) if tokenizer else models.default_tokenizer()
         return model, tok, None if tokenizer else TINY_TEMPLATE
-    if not Path(name).is_dir():
+    path = Path(name)
+    if not path.is_dir():
         raise FileNotFoundError(
             f"policy.model {name!r} is neither {RANDOM_MODELS} nor a checkpoint directory"
         )
+    if (path / "model.json").is_file():
+        model = models.restore_checkpoint(path, compute_dtype=dtype)
+        tok_dir = tokenizer or (str(path) if (path / "tokenizer_config.json").is_file() else "")
+        tok = models.load_tokenizer(tok_dir) if tok_dir else models.default_tokenizer()
+        return model, tok, None if tok_dir else TINY_TEMPLATE
     model, _ = models.load_hf(name, compute_dtype=dtype)
     return model, models.load_tokenizer(tokenizer or name), None
 
