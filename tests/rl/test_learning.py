@@ -184,9 +184,9 @@ def test_one_update_moves_log_probs_in_the_direction_of_the_advantage(name, lear
     for i, r in enumerate(records):
         assert np.all(np.sign(adv[i][m[i]]) == np.sign(r["reward"]))
     graphdef, p0 = nnx.split(actor)
-    before = [_fresh_logprobs(actor, r.prompt_ids, r.response_ids) for r in records]
+    before = [_fresh_logprobs(actor, r["prompt_ids"], r["response_ids"]) for r in records]
     learner_.ppo_step(batch)
-    after = [_fresh_logprobs(learner_.actor_model(), r.prompt_ids, r.response_ids) for r in records]
+    after = [_fresh_logprobs(learner_.actor_model(), r["prompt_ids"], r["response_ids"]) for r in records]
     gain = np.array([(a - b).sum() for a, b in zip(after, before)])
     pos, neg = gain[0::2], gain[1::2]
     assert np.all(pos > 0), (name, gain)
