@@ -7,7 +7,8 @@ Stages (``stages.py``) hand over ``models`` checkpoints through JSON manifests (
 are token-level episodes of the toy environment (``research.toyenv.rollout.ToyEnv``, re-exported here with
 its observation vocabulary: plan -> verdict observation -> revised plan; ``research.rollout.Trajectory``
 records) judged by the real sandbox through ``research.toyenv.PlanJudge``; RFT filters are pure functions
-(``filters.py``); ``demo.py`` is the time-boxed GPU learning demonstration. See docs/rl.md.
+(``filters.py``); ``demo.py`` is the time-boxed GPU learning demonstration. With several JAX processes the
+rollouts are split across them (``shares.py``). See docs/rl.md.
 
 May import: ``research.rl``, ``research.toyenv``, ``models``, ``kernels_env.client``, jax/flax/optax, numpy.
 Never imports hydra/omegaconf (the entry point is ``experiments/train.py``).
@@ -43,6 +44,7 @@ from .pipeline import run_pipeline
 from .pretrain import PretrainConfig, encode_corpus, pretrain
 from .rollout_metrics import rollout_metrics
 from .runtime import DeadlineReached, Runtime, build_policy
+from .shares import SharedEnv, split_env
 from .stages import STAGE_FNS, run_ppo, run_pretrain, run_rft, run_value, run_warmup
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "OBS_TOKENS",
     "STAGES",
     "STAGE_FNS",
+    "SharedEnv",
     "TOY_VOCAB",
     "DeadlineReached",
     "EvalConfig",
@@ -87,6 +90,7 @@ __all__ = [
     "run_value",
     "run_warmup",
     "speed_bucket",
+    "split_env",
     "stage_line",
     "toy_tokenizer",
 ]
