@@ -27,7 +27,8 @@ from .._distributed import allgather_objects
 
 
 def share_seed(seed: int, share: int, count: int) -> int:
-    return zlib.crc32(repr(("share", seed, share, count)).encode()) & 0x7FFFFFFF
+    """The sampling seed of share ``share`` of ``count`` (one share: ``seed`` itself)."""
+    return seed if count == 1 else zlib.crc32(repr(("share", seed, share, count)).encode()) & 0x7FFFFFFF
 
 
 def share_rollout(cfg: RolloutConfig, count: int) -> RolloutConfig:
