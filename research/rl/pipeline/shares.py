@@ -63,6 +63,8 @@ class SharedEnv:
         self.played: dict[int, list[int]] = {}  # share -> the draw's episodes it played (last rollout)
 
     def __getattr__(self, name):
+        if name == "env":  # not set yet (a copy being built): no recursion through self.env
+            raise AttributeError(name)
         return getattr(self.env, name)
 
     def rollout(self, sampler, cfg: RolloutConfig, cursor: int, tasks=None, groups=None) -> list[Trajectory]:
