@@ -1,6 +1,7 @@
 """Run by test_distributed.py in fresh interpreters: the toy pipeline (pipeline_fixtures.tiny_pipeline,
-RuleJudge: no sandbox) through pretraining, a 2-step PPO stage, greedy evaluations and the export, its
-learners on mesh fsdp=2 and its rollouts split in two shares (research.rl.pipeline.shares).
+RuleJudge: no sandbox) through pretraining, RFT (2 rollout batches), value pretraining, a 2-step PPO stage,
+greedy evaluations and the export, its learners on mesh fsdp=2 and its rollouts split in two shares
+(research.rl.pipeline.shares).
 
     pipeline_mp_check.py worker I PORT OUT  # JAX process I of 2, one CPU device each (the mesh spans both)
     pipeline_mp_check.py single OUT         # one process of 2 CPU devices playing both shares in turn
@@ -30,7 +31,7 @@ import numpy as np  # noqa: E402
 from pipeline_fixtures import RuleJudge, tiny_pipeline  # noqa: E402
 
 from research import rl  # noqa: E402
-from research.rl.pipeline import run_pipeline, runtime, shares, stages  # noqa: E402
+from research.rl.pipeline import RFTFilterConfig, run_pipeline, runtime, shares, stages  # noqa: E402
 from research.rl.pipeline.config import EvalConfig  # noqa: E402
 
 ROLLOUTS: list[dict] = []  # per split rollout: the episodes this process played, and of how many
@@ -65,12 +66,16 @@ def recording_pack(*a, **kw):
 def config(out: Path):
     cfg = tiny_pipeline(
         out,
-        stages=["ppo"],
+        stages=["rft", "value", "ppo"],
         mesh=rl.MeshConfig(fsdp=-1),
         eval=EvalConfig(enabled=True, max_tasks=3, turns=2),  # 3 tasks: shares of 2 and 1
     )
     # Short and steep: most plans of the PPO stage parse, so the judge's verdicts shape the second turn.
     cfg.pretrain = dataclasses.replace(cfg.pretrain, steps=40, log_every=10, lr=5e-2)
+    # RFT keeps every sampled trajectory (the tiny policy's rewards are -1), so its learner runs
+    cfg.rft.filters = RFTFilterConfig(
+        min_reward=-2.0, drop_invalid=False, drop_hallucinated=False, drop_redundant=False
+    )
     return cfg
 
 
@@ -97,6 +102,9 @@ def main() -> None:
         "rollouts": ROLLOUTS,
         "batches": BATCHES,
         "ppo": rl.read_metrics(run / "ppo"),
+        "rft": rl.read_metrics(run / "rft"),
+        "value": rl.read_metrics(run / "value"),
+        "value_ev": {k: v for k, v in manifests["value"].metrics.items() if "explained" in k},
         "eval": manifests["ppo"].metrics.get("eval"),
         "pretrain_eval": manifests["pretrain"].metrics.get("eval"),
         "files": sorted(

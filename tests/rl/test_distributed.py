@@ -5,10 +5,10 @@ test_sharded.py on a (2, 2, 2) mesh over all 8 devices; it must equal the same u
 devices within 1e-5 (reduction order only), and the checkpoint both processes wrote must restore in either
 setting. The devices config must reach JAX before its backend exists and the sandbox through its config.
 
-The staged pipeline in two processes of one CPU device each (pipeline_mp_check.py: pretraining, PPO,
-evaluations, export; RuleJudge, no sandbox): the rollouts are split (each process plays its own episodes of
-the draw), both pack the same batches, and it equals one process of 2 devices replaying the same two shares
-(the same sampled tokens; metrics within 1e-5, the learners' reduction order only)."""
+The staged pipeline in two processes of one CPU device each (pipeline_mp_check.py: pretraining, RFT, value
+pretraining, PPO, evaluations, export; RuleJudge, no sandbox): the rollouts are split (each process plays
+its own episodes of the draw), both pack the same batches, and it equals one process of 2 devices replaying
+the same two shares (the same sampled tokens; metrics within 1e-5, the learners' reduction order only)."""
 
 from __future__ import annotations
 
@@ -138,19 +138,20 @@ def test_pipeline_rollouts_split_over_two_processes(pipeline_runs):
     _, (w0, w1), single = pipeline_runs
     assert [(r["process"], r["processes"], r["devices"]) for r in (w0, w1)] == [(0, 2, 2), (1, 2, 2)]
     assert (single["processes"], single["devices"]) == (1, 2)
-    # pretrain's evaluation (2 splits), PPO's 2 steps, PPO's evaluation
-    assert len(w0["rollouts"]) == len(w1["rollouts"]) == len(single["rollouts"]) == 6
+    # evaluations of 3 tasks (2 splits) after pretraining, RFT and PPO; RFT's 2 batches, PPO's 2 steps
+    assert [r["n"] for r in w0["rollouts"]] == [3, 3, 8, 8, 3, 3, 8, 8, 3, 3]
+    assert len(w1["rollouts"]) == len(single["rollouts"]) == 10
     for a, b, s in zip(w0["rollouts"], w1["rollouts"], single["rollouts"]):
         assert a["n"] == b["n"] == s["n"] and a["groups"] == b["groups"] == s["groups"]
         assert a["mine"] == list(range(0, a["n"], 2)) and b["mine"] == list(range(1, a["n"], 2))
         assert s["mine"] == list(range(a["n"]))
-    assert [r["n"] for r in w0["rollouts"]] == [3, 3, 8, 8, 3, 3]
-    assert w0["rollouts"][2]["groups"] == [f"0:{i // 2}" for i in range(8)]  # a group over both processes
+        if a["n"] == 8:  # the draw's groups, each split over both processes
+            assert a["groups"] == [f"{a['cursor']}:{i // 2}" for i in range(8)]
 
 
 def test_every_process_packs_the_same_batch(pipeline_runs):
     _, (w0, w1), single = pipeline_runs
-    assert len(w0["batches"]) == 2 and w0["batches"] == w1["batches"]
+    assert len(w0["batches"]) == 8 and w0["batches"] == w1["batches"]  # RFT 4, value 2, PPO 2
     # the same sampled tokens as one process playing both shares (log-probs: the samplers' layouts differ)
     assert [b["tokens"] for b in w0["batches"]] == [b["tokens"] for b in single["batches"]]
 
@@ -163,11 +164,15 @@ def _numbers(row: dict, prefix="") -> dict:
 
 def test_two_process_pipeline_equals_one_process_playing_both_shares(pipeline_runs):
     _, (w0, _), single = pipeline_runs
-    assert [r["step"] for r in w0["ppo"]] == [r["step"] for r in single["ppo"]] == [1, 2]
-    for a, b in zip(w0["ppo"], single["ppo"]):
-        na, nb = _numbers(a), _numbers(b)
-        assert na.keys() == nb.keys() and {"reward_mean", "actor_grad_norm", "value_loss"} <= na.keys()
-        assert max(abs(na[k] - nb[k]) for k in na) < 1e-5
+    steps = {"rft": [1, 2, 3, 4], "value": [1, 2], "ppo": [1, 2]}
+    for stage, want in steps.items():
+        assert [r["step"] for r in w0[stage]] == [r["step"] for r in single[stage]] == want
+        for a, b in zip(w0[stage], single[stage]):
+            na, nb = _numbers(a), _numbers(b)
+            assert na.keys() == nb.keys() and max(abs(na[k] - nb[k]) for k in na) < 1e-5
+    assert {"reward_mean", "actor_grad_norm", "value_loss"} <= w0["ppo"][0].keys()
+    assert {"nll"} <= w0["rft"][0].keys() and {"value_loss"} <= w0["value"][0].keys()
+    assert w0["value_ev"] == single["value_ev"]
     assert 0 < w0["ppo"][0]["invalid_turn_rate"] < 1  # some plans parsed and were judged
     for key in ("pretrain_eval", "eval"):
         ea = {k: v for split, m in w0[key].items() for k, v in _numbers(m, split + "/").items()}
@@ -179,9 +184,8 @@ def test_pipeline_files_written_once_and_the_export_restores(pipeline_runs):
     out, (w0, w1), single = pipeline_runs
     tb = lambda files: [f for f in files if "/tensorboard/" not in f]
     assert tb(w0["files"]) == tb(w1["files"]) == tb(single["files"])  # no file of process 1's own
-    assert {"pipeline.json", "ppo/manifest.json", "ppo/eval.json", "final_policy/EXPORTED.json"} <= set(
-        w0["files"]
-    )
+    want = {"pipeline.json", "ppo/manifest.json", "ppo/eval.json", "final_policy/EXPORTED.json"}
+    assert want | {"rft/trajectories.jsonl", "rft/trajectories.hash"} <= set(w0["files"])
     assert json.loads((out / "worker" / "ppo" / "manifest.json").read_text())["step"] == 2
     params = {}
     for role in ("worker", "single"):
