@@ -62,7 +62,7 @@ def restore_checkpoint(path, *, mesh=None, rules=None, **runtime):
     graphdef, state = nnx.split(abstract_model(cfg, KINDS[kind]))
     abstract = nnx.to_pure_dict(state)
     if mesh is None:
-        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])  # several processes: ours
         shardings = jax.tree.map(lambda _: device, abstract)
     else:
         shardings = state_shardings(abstract, mesh, rules)

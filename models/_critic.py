@@ -9,6 +9,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from ._config import ModelConfig
 from ._model import CausalLM, Decoder
+from ._sharding import put
 
 F32 = jnp.float32
 
@@ -42,9 +43,7 @@ class Critic(nnx.Module):
         head, bias = cls._fresh_head(policy.config, seed, value_init_std), jnp.zeros((), F32)
         sharding = policy.model.embed.get_value().sharding
         if isinstance(sharding, NamedSharding):  # a sharded policy: the head lives replicated on its mesh
-            head, bias = (
-                jax.device_put(a, NamedSharding(sharding.mesh, PartitionSpec())) for a in (head, bias)
-            )
+            head, bias = (put(a, NamedSharding(sharding.mesh, PartitionSpec())) for a in (head, bias))
         nnx.update(critic.model, jax.tree.map(jnp.copy, nnx.state(policy.model)))
         critic.value_head = nnx.Param(head)
         critic.value_bias = nnx.Param(bias)

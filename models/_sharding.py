@@ -86,11 +86,24 @@ def state_shardings(tree, mesh: Mesh, rules=None):
     )
 
 
+def put(x, sharding):
+    """``jax.device_put(x, sharding)``, also when ``sharding`` spans several processes' devices and ``x`` is
+    a process-local array: JAX takes only host values there (each process passes the same value; a local
+    array put directly comes out with broken shards)."""
+    if (
+        jax.process_count() > 1
+        and not sharding.is_fully_addressable
+        and getattr(x, "is_fully_addressable", False)
+    ):
+        x = np.asarray(jax.device_get(x))
+    return jax.device_put(x, sharding)
+
+
 def shard_model(model, mesh: Mesh, rules=None):
     """``model`` with every parameter placed on ``mesh`` by ``rules`` (returns a new module)."""
     graphdef, state = nnx.split(model)
     pure = nnx.to_pure_dict(state)
-    placed = jax.tree.map(jax.device_put, pure, state_shardings(pure, mesh, rules))
+    placed = jax.tree.map(put, pure, state_shardings(pure, mesh, rules))
     nnx.replace_by_pure_dict(state, placed)
     return nnx.merge(graphdef, state)
 

@@ -21,7 +21,7 @@ from ._batch import PackConfig, RLBatch, pack_trajectories
 from ._checkpoint import CheckpointDir, restore_learner, save_learner
 from ._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
 from ._devices import DevicesConfig, apply_devices
-from ._distributed import DistributedConfig, initialize_distributed, is_primary, sync
+from ._distributed import DistributedConfig, allgather_objects, initialize_distributed, is_primary, sync
 from ._learner import Learner
 from ._loop import RunConfig, train
 from ._losses import (
@@ -81,6 +81,7 @@ __all__ = [
     "SyntheticSource",
     "TrainState",
     "aggregate",
+    "allgather_objects",
     "apply_devices",
     "compute_advantages",
     "explained_variance",

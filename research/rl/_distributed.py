@@ -1,4 +1,5 @@
-"""Multi-process (multi-host) JAX for the learner: ``jax.distributed`` by config, process-0-only writes.
+"""Multi-process (multi-host) JAX: ``jax.distributed`` by config, process-0-only writes, barriers, objects
+gathered from every process and process-local copies of models sharded over several processes.
 
 After :func:`initialize_distributed`, ``jax.devices()`` lists every process's devices, so
 ``models.make_mesh(...)`` (which defaults to ``jax.devices()``) is a mesh over all hosts and a ``Learner``
@@ -114,4 +115,88 @@ def sync(name: str) -> None:
         multihost_utils.sync_global_devices(name)
 
 
-__all__ = ["DistributedConfig", "initialize_distributed", "is_primary", "put_replicated", "sync"]
+def allgather_objects(objs: list) -> list:
+    """Every process's ``objs`` (JSON-able values) concatenated in process order, in every process (a
+    collective: every process calls it at the same point). One process: ``objs`` itself, untouched."""
+    import jax
+
+    if jax.process_count() == 1:
+        return objs
+    import json
+
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    data = np.frombuffer(json.dumps(objs).encode(), np.uint8)
+    # Lengths first (int32 without x64: 2 GiB per process at most), then one buffer padded to the longest.
+    lengths = np.asarray(multihost_utils.process_allgather(np.int32(data.size))).reshape(-1)
+    buf = np.zeros(max(int(lengths.max()), 1), np.uint8)
+    buf[: data.size] = data
+    rows = np.asarray(multihost_utils.process_allgather(buf))
+    out: list = []
+    for row, n in zip(rows, lengths):
+        out += json.loads(row[: int(n)].tobytes())
+    return out
+
+
+def agree(value):
+    """Process 0's ``value`` (a bool or number) in every process: decisions that must not differ between
+    processes (a time budget read off each process's clock) before a collective. One process: ``value``."""
+    import jax
+
+    if jax.process_count() == 1:
+        return value
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    got = np.asarray(multihost_utils.broadcast_one_to_all(np.asarray(value, np.float32))).item()
+    return bool(got) if isinstance(value, bool) else got
+
+
+def to_host(x):
+    """A device array as a numpy array of its global value (gathered when other processes hold parts)."""
+    import jax
+    import numpy as np
+
+    if getattr(x, "is_fully_addressable", True):
+        return np.asarray(jax.device_get(x))
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+def local_model(model, mesh=None):
+    """``model`` itself when every parameter lives on this process's devices (one process, or a mesh of
+    local devices); else a copy gathered from every process (a collective), placed on ``mesh`` (local
+    devices; None: the first local device). Each leaf goes through host memory in turn, so the peak is one
+    full leaf per device beside the copy; the rollout samplers of several processes decode from it."""
+    import jax
+    from flax import nnx
+
+    import models
+
+    graphdef, state = nnx.split(model)
+    if all(getattr(x, "is_fully_addressable", True) for x in jax.tree.leaves(state)):
+        return model
+    pure = nnx.to_pure_dict(state)
+    if mesh is None:
+        one = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        shardings = jax.tree.map(lambda _: one, pure)
+    else:
+        shardings = models.state_shardings(pure, mesh)
+    placed = jax.tree.map(lambda x, s: jax.device_put(to_host(x), s), pure, shardings)
+    nnx.replace_by_pure_dict(state, placed)
+    return nnx.merge(graphdef, state)
+
+
+__all__ = [
+    "DistributedConfig",
+    "agree",
+    "allgather_objects",
+    "initialize_distributed",
+    "is_primary",
+    "local_model",
+    "put_replicated",
+    "sync",
+    "to_host",
+]

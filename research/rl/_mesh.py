@@ -104,15 +104,16 @@ def init_sharded(tx, params, mesh):
 
 
 def build_mesh(cfg: MeshConfig, devices=None):
-    """The ``models`` mesh for ``cfg`` over ``devices`` (default: ``jax.local_devices()``, every device of
-    this process), or None for the single-device default."""
+    """The ``models`` mesh for ``cfg`` over ``devices`` (default: ``jax.devices()``, every device of every
+    process: one process's own, or with several processes a mesh spanning them), or None for the
+    single-device default."""
     import jax
 
     import models
 
     if cfg.single:  # today's path: whatever device JAX puts arrays on, no mesh, nothing resharded
         return None
-    devices = list(jax.local_devices() if devices is None else devices)
+    devices = list(jax.devices() if devices is None else devices)
     sizes = cfg.resolved(len(devices))
     return models.make_mesh(sizes.data, sizes.fsdp, sizes.tensor, devices=devices)
 

@@ -5,7 +5,8 @@ micro-batches) on a (data, fsdp, tensor) = (2, 2, 2) mesh over ``jax.devices()``
     multiprocess_check.py worker I PORT OUT  # process I of 2 (4 CPU devices each): jax.distributed by
         research.rl.initialize_distributed; process 0 writes OUT/mp.npz, both the checkpoint OUT/ck
     multiprocess_check.py single OUT  # one process, 8 CPU devices: OUT/single.npz, then restores OUT/ck
-Prints one JSON line of measurements."""
+Workers also gather a list of objects from both processes (research.rl.allgather_objects). Prints one JSON
+line of measurements."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from rl_fixtures import tiny_models, tiny_source  # noqa: E402
 
 import models  # noqa: E402
 from research import rl  # noqa: E402
+from research.rl._distributed import agree  # noqa: E402
 
 
 def flat(tree) -> dict[str, np.ndarray]:
@@ -59,6 +61,11 @@ def main() -> None:
         assert rl.initialize_distributed(dist)
     out = {"process": jax.process_index(), "processes": jax.process_count(), "devices": jax.device_count()}
     out["local_devices"] = jax.local_device_count()
+    me = jax.process_index()
+    # lists of different lengths and sizes (the buffers are padded to the longest): process order kept
+    objs = [{"process": me, "text": "é" * (3 + 50 * me)}] * (me + 1) + [[0.1, None, True]] * me
+    out["gathered"] = rl.allgather_objects(objs)
+    out["agreed"] = [agree(me + 0.5), agree(me == 1)]  # process 0's, in each
     sh = learner()
     batch, _, _ = tiny_source()(0)
     prepared, _ = sh.prepare(batch)

@@ -11,7 +11,8 @@ manifests (``manifest.py``). Rollout sources return ``research.rollout.Trajector
 in lockstep, k episodes per task) or the toy environment (``research.toyenv.rollout.ToyEnv``, re-exported
 here with its observation vocabulary). ``sft.py`` renders demonstrations for the cold start; RFT filters are
 pure functions (``filters.py``); ``export.py`` writes the final policy; ``demo.py`` is the time-boxed GPU
-toy learning demonstration. See docs/rl.md.
+toy learning demonstration. With several JAX processes the rollouts are split across them
+(``shares.py``). See docs/rl.md.
 
 May import: ``research.rl``, ``research.rollout``, ``research.agent``, ``research.toyenv``, ``models``,
 ``kernels_env.client`` / ``session``, jax/flax/optax, numpy. Never imports hydra/omegaconf (the entry point
@@ -48,6 +49,7 @@ from .pipeline import run_pipeline
 from .pretrain import PretrainConfig, encode_corpus, pretrain
 from .rollout_metrics import rollout_metrics
 from .runtime import DeadlineReached, Runtime, build_policy
+from .shares import SharedEnv, split_env
 from .stages import STAGE_FNS, run_ppo, run_pretrain, run_rft, run_value, run_warmup
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "OBS_TOKENS",
     "STAGES",
     "STAGE_FNS",
+    "SharedEnv",
     "TOY_VOCAB",
     "DeadlineReached",
     "EvalConfig",
@@ -92,6 +95,7 @@ __all__ = [
     "run_value",
     "run_warmup",
     "speed_bucket",
+    "split_env",
     "stage_line",
     "toy_tokenizer",
 ]

@@ -136,8 +136,8 @@ class AgentEnv:
 
     def rollout(self, sampler, cfg, cursor: int, tasks=None, groups=None) -> list[Trajectory]:
         """One batch of episodes (``tasks``/``groups`` given: those, e.g. an evaluation's; else drawn).
-        Episodes the infrastructure broke (an exception outside the loop's own handling) are left out and
-        counted in ``timings['episode_errors']``."""
+        Episodes the infrastructure broke (an exception outside the loop's own handling) are left out,
+        counted in ``timings['episode_errors']``; ``kept`` lists the tasks of the trajectories returned."""
         if tasks is None:
             tasks = self.draw(cfg, cursor)
             groups = [f"{cursor}:{i // cfg.group_size}" for i in range(len(tasks))]
@@ -223,6 +223,7 @@ class AgentEnv:
                 f"{short[0].task_id} ({len(short[0].prompt_ids)} tokens with its tools): raise the stage's "
                 "rollout.max_context"
             )
+        self.kept = [i for i, t in enumerate(out) if t is not None]  # which tasks ``trajs`` are of
         self.timings = {
             "rollout_s": wall,
             "generate_s": gen,

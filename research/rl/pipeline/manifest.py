@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._distributed import is_primary, sync
+
 NAME = "manifest.json"
 
 
@@ -39,11 +41,15 @@ class Manifest:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def save(self, directory) -> Path:
+        """Written by process 0 (several JAX processes: every one calls it, none returns before the
+        file is there)."""
         path = Path(directory) / NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2, default=str))
-        os.replace(tmp, path)
+        if is_primary():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2, default=str))
+            os.replace(tmp, path)
+        sync(f"manifest:{path}")
         return path
 
     @classmethod

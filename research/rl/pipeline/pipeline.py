@@ -1,11 +1,13 @@
 """The staged pipeline: pretraining (unless ``init`` names a manifest to start from), then the configured
-stages in order, each handing its manifest to the next; ``<out_dir>/pipeline.json`` lists them."""
+stages in order, each handing its manifest to the next; ``<out_dir>/pipeline.json`` lists them. With several
+JAX processes every process runs it (rollouts split across them, see ``shares.py``)."""
 
 from __future__ import annotations
 
 import json
 import time
 
+from .._distributed import is_primary, sync
 from .config import CRITIC_FREE, PipelineConfig
 from .export import export_policy
 from .manifest import Manifest
@@ -29,15 +31,6 @@ def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None, client=Non
     """Run (or resume) the pipeline; returns the manifests by stage (stage 0 included: ``pretrain`` for the
     toy environment, ``init`` for the agent). ``judge``/``eval_judge``: the toy environment's judges;
     ``client``: the agent environment's sandbox client (default: one made from ``cfg.sandbox``)."""
-    import jax
-
-    if jax.process_count() > 1:
-        # Rollouts, judging and the stages' files are per process here; only the learner (research.rl.
-        # Learner on a mesh over jax.devices(), research.rl.train) is multi-process ready (docs/rl.md).
-        raise NotImplementedError(
-            f"the staged toy pipeline runs in one JAX process, got {jax.process_count()} "
-            "(use distributed=single)"
-        )
     cfg = cfg.seeded()
     rt = Runtime(cfg, judge=judge, eval_judge=eval_judge, client=client)
     out: dict[str, Manifest] = {}
@@ -71,6 +64,8 @@ def run_pipeline(cfg: PipelineConfig, *, judge=None, eval_judge=None, client=Non
         summary["truncated"] = True
     finally:
         summary["stages"] = paths
-        (rt.out / "pipeline.json").write_text(json.dumps(summary, indent=2))
+        if is_primary():
+            (rt.out / "pipeline.json").write_text(json.dumps(summary, indent=2))
         rt.close()
+    sync(f"pipeline:{rt.out}")
     return out

@@ -65,6 +65,8 @@ from research.toyenv import (
 from research.toyenv.observations import BASELINES, SPEED_EDGES, STATUSES, observation_tokens
 from research.toyenv.tokenizer import EOS
 
+from .._distributed import agree, is_primary
+from .._loop import _NoWriter
 from .._mesh import init_sharded
 from .._metrics import MetricsWriter
 
@@ -256,11 +258,12 @@ def pretrain(
         return _nll(nnx.merge(graphdef, params), ids, mask, 0.0)[1]
 
     rng = np.random.default_rng(cfg.seed)
-    writer = MetricsWriter(out_dir, tensorboard=False)
+    primary = is_primary()  # several processes: every one trains, process 0 alone logs
+    writer = MetricsWriter(out_dir, tensorboard=False) if primary else _NoWriter()
     writer.truncate(0)
     last: dict = {}
     bar = None
-    if progress:
+    if progress and primary:
         from tqdm import tqdm
 
         bar = tqdm(total=cfg.steps, desc="pretrain", leave=False)
@@ -272,7 +275,7 @@ def pretrain(
             params, opt, m = step(params, opt, *batch)
             if bar is not None:
                 bar.update(1)
-            stop = deadline is not None and time.monotonic() > deadline
+            stop = deadline is not None and agree(time.monotonic() > deadline)  # process 0's clock
             if s % cfg.log_every == 0 or s == cfg.steps or stop:
                 last = {k: float(v) for k, v in m.items()}
                 if val is not None:

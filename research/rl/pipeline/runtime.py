@@ -2,7 +2,12 @@
 (the real agent loop, ``agent_env.AgentEnv``, or the toy plan environment, ``ToyEnv``: tasks, sandbox
 client, judges), the tokenizer (and for the agent, its chat template), samplers (one per bucket shape,
 weights swapped in with ``set_model``: no recompilation between steps or stages; they decode from the
-learner's sharded arrays, no copy), the policy model builder and the time budget."""
+learner's sharded arrays, no copy), the policy model builder and the time budget.
+
+Several JAX processes: the learner mesh spans every process's devices, rollouts are split across the
+processes (``shares.py``), each process samples from a local copy of the weights (gathered through host
+memory at each swap) and judges with its own sandbox client (its own GPUs: ``devices.judge_gpus``), its
+judge cache in its own file; time-budget decisions are process 0's."""
 
 from __future__ import annotations
 
@@ -11,14 +16,18 @@ import threading
 import time
 from pathlib import Path
 
+import jax
+
 import models
 from kernels_env.client import SandboxClient
 from research.rollout import RolloutConfig
 from research.toyenv import JudgeCache, PlanJudge, corpus_tasks, cpu_size, make_tasks, toy_tokenizer
 from research.toyenv.rollout import ToyEnv, make_sampler
 
-from .._mesh import AXES, MeshConfig, build_mesh
+from .._distributed import agree, local_model
+from .._mesh import AXES, MeshConfig, MeshError, build_mesh
 from .config import PipelineConfig
+from .shares import SharedEnv, share_rollout, split_env
 
 
 class DeadlineReached(Exception):
@@ -45,8 +54,6 @@ class Runtime:
     def __init__(self, cfg: PipelineConfig, judge=None, eval_judge=None, client=None):
         self.cfg = cfg
         self.timings: dict[str, float] = {"weight_swap_s": 0.0}
-        import jax
-
         if cfg.model.attention_impl == "cudnn" and jax.default_backend() != "gpu":
             raise ValueError(
                 f"model.attention_impl=cudnn needs a GPU (JAX runs on {jax.default_backend()}): "
@@ -57,6 +64,16 @@ class Runtime:
         self.mesh = build_mesh(cfg.mesh)
         if self.mesh is not None:
             cfg.check_mesh_rows(MeshConfig(*(self.mesh.shape[a] for a in AXES)))
+        self.process, processes = jax.process_index(), jax.process_count()
+        if processes > 1 and self.mesh is None:
+            # one learner per process would train alone (and Orbax would write its shards from each)
+            raise MeshError(
+                f"{processes} JAX processes: the learners need a mesh over every process's devices "
+                "(set mesh, e.g. mesh=auto)"
+            )
+        # the samplers' local copy of the weights (several processes): over this process's devices
+        local = jax.local_devices() if processes > 1 else []
+        self.local_mesh = models.make_mesh(1, -1, 1, devices=local) if len(local) > 1 else None
         self.out = Path(cfg.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.deadline = None if cfg.time_budget_s is None else time.monotonic() + cfg.time_budget_s
@@ -78,7 +95,7 @@ class Runtime:
             # Workers import torch for seconds: start them while pretraining / compilation runs.
             self._starter = threading.Thread(target=self._start_client, daemon=True)
             self._starter.start()
-            cache = JudgeCache(self.out / cfg.judge_cache) if cfg.judge_cache else None
+            cache = JudgeCache(self._own(self.out / cfg.judge_cache)) if cfg.judge_cache else None
             judge = PlanJudge(self.client, cfg.judge, cache)
             eval_cfg = cfg.eval.judge or cfg.judge
             eval_cache = cache if (not cfg.eval.fresh and eval_cfg == cfg.judge) else None
@@ -86,11 +103,24 @@ class Runtime:
             if cfg.eval.fresh and cfg.eval.cache_until_final and cfg.judge_cache:
                 path = self.out / cfg.judge_cache
                 interim = PlanJudge(
-                    self.client, eval_cfg, JudgeCache(path.with_name(path.stem + "_eval.jsonl"))
+                    self.client, eval_cfg, JudgeCache(self._own(path.with_name(path.stem + "_eval.jsonl")))
                 )
-        self.env = ToyEnv(splits, judge, self._judge_size)
-        self.eval_env = ToyEnv(splits, eval_judge or judge, self._judge_size)
-        self.interim_eval_env = ToyEnv(splits, interim, self._judge_size) if interim else self.eval_env
+        self.env = split_env(ToyEnv(splits, judge, self._judge_size))
+        self.eval_env = split_env(ToyEnv(splits, eval_judge or judge, self._judge_size))
+        self.interim_eval_env = (
+            split_env(ToyEnv(splits, interim, self._judge_size)) if interim else self.eval_env
+        )
+
+    def _own(self, path: Path) -> Path:
+        """A file this process appends to: its own beside process 0's (appends of several hosts to one
+        file on a shared filesystem may interleave)."""
+        p = self.process
+        return path if p == 0 else path.with_name(f"{path.stem}.process{p}{path.suffix}")
+
+    @property
+    def shares(self) -> int:
+        """Into how many shares rollouts are split (the JAX processes; 1: not split)."""
+        return self.env.count if isinstance(self.env, SharedEnv) else 1
 
     def _agent_env(self, client=None) -> None:
         """The agent loop's environment: the learner's tokenizer and chat template (the checkpoint's own;
@@ -110,13 +140,17 @@ class Runtime:
         self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id)
         self.client = client or SandboxClient(cfg.sandbox)
         self._own_client = client is None
-        tasks = load_tasks(cfg.tasks, self.out, self._device)
+        # problems written per process (another process may be reading its copy while this one writes)
+        root = self.out if self.process == 0 else self.out / f"process{self.process}"
+        tasks = load_tasks(cfg.tasks, root, self._device)
         splits: dict[str, list] = {}
         for t in tasks:
             splits.setdefault(getattr(t, "split", "train"), []).append(t)
-        self.env = AgentEnv(splits, self.client, cfg.judge, self.tokenizer, self.template, cfg.agent)
+        env = AgentEnv(splits, self.client, cfg.judge, self.tokenizer, self.template, cfg.agent)
+        self.env = split_env(env)
         eval_cfg = cfg.eval.judge or cfg.judge
-        self.eval_env = AgentEnv(splits, self.client, eval_cfg, self.tokenizer, self.template, cfg.agent)
+        eval_env = AgentEnv(splits, self.client, eval_cfg, self.tokenizer, self.template, cfg.agent)
+        self.eval_env = split_env(eval_env)
         self.interim_eval_env = self.eval_env
 
     def _device(self) -> str | None:
@@ -148,10 +182,13 @@ class Runtime:
         return corpus_tasks(self.cfg.tasks, self.cfg.pretrain.num_corpus_tasks, avoid=held)
 
     def sampler(self, model, rollout: RolloutConfig) -> models.Sampler:
-        """The sampler of ``rollout``'s shapes holding ``model``'s current parameters (the swap is timed:
+        """The sampler of ``rollout``'s shapes (of one share's, rollouts split over processes) holding
+        ``model``'s current parameters (a local copy when they span processes; the swap is timed:
         ``timings['weight_swap_s']``)."""
+        rollout = share_rollout(rollout, self.shares)
         key = (rollout.episodes, rollout.max_context)
         t0 = time.perf_counter()
+        model = local_model(model, self.local_mesh)  # itself in one process
         if key not in self._samplers:
             make = self.env.make_sampler if self.cfg.env == "agent" else make_sampler
             self._samplers[key] = make(model, rollout)
@@ -161,11 +198,13 @@ class Runtime:
         return self._samplers[key]
 
     def check_deadline(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        left = self.seconds_left()
+        if left is not None and left < 0:
             raise DeadlineReached()
 
     def seconds_left(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
+        """Process 0's reading with several processes (they stop at the same step, or a collective hangs)."""
+        return None if self.deadline is None else agree(self.deadline - time.monotonic())
 
     def close(self) -> None:
         if self.client is not None and getattr(self, "_own_client", True):

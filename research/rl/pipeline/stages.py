@@ -15,7 +15,9 @@
 Every learner stage runs through ``research.rl.train`` (metrics JSONL + TensorBoard + curves, checkpoints,
 exact resume) under ``<out_dir>/<stage>/``. A stage whose manifest exists with the same config hash is
 skipped. When the time budget runs out a stage checkpoints the steps it finished and says so
-(``extra.truncated``).
+(``extra.truncated``). Several JAX processes run every stage together (``out_dir`` on a filesystem they
+all see): rollouts split across them (``shares.py``), one global batch, Orbax checkpoints written by all,
+the run's other files (manifests, trajectories, evaluations) by process 0 before any process reads them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 
 import models
@@ -33,6 +36,7 @@ from research.rollout import read_trajectories, write_trajectories
 
 from .._batch import PackConfig, pack_trajectories
 from .._checkpoint import CheckpointDir
+from .._distributed import is_primary, sync, to_host
 from .._learner import Learner
 from .._loop import RunConfig, train
 from .._metrics import read_metrics
@@ -74,13 +78,15 @@ def _evaluate(rt: Runtime, stage: str, model, rollout) -> dict:
         rt.cfg.reward,
     )
     d = _dir(rt, stage)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "eval.json").write_text(json.dumps(metrics, indent=2))
-    with (d / "eval_records.jsonl").open("w") as f:
-        for split, recs in records.items():
-            for r in recs:
-                row = {"split": split, "task_id": r.task_id, "final_plan": r.info.get("final_plan")}
-                f.write(json.dumps({**row, "verdict": r.verdict, "end_reason": r.end_reason}) + "\n")
+    if is_primary():  # several processes: the records were gathered, every process has them all
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "eval.json").write_text(json.dumps(metrics, indent=2))
+        with (d / "eval_records.jsonl").open("w") as f:
+            for split, recs in records.items():
+                for r in recs:
+                    row = {"split": split, "task_id": r.task_id, "final_plan": r.info.get("final_plan")}
+                    f.write(json.dumps({**row, "verdict": r.verdict, "end_reason": r.end_reason}) + "\n")
+    sync(f"eval:{d}")
     return metrics
 
 
@@ -98,6 +104,7 @@ def _learner_stage(rt, stage, learner, source, steps, save_every, kind, cursor_b
         rows = train(learner, source, run)
         return rows, False
     except DeadlineReached:
+        sync(f"deadline:{out}")  # process 0 has closed the metrics file the others read
         rows = read_metrics(out)
         done = rows[-1]["step"] if rows else 0
         ckpts = CheckpointDir(out / "checkpoints", keep=run.keep)
@@ -192,6 +199,8 @@ def run_init(rt: Runtime) -> Manifest:
         actor, model = str(Path(c.model.checkpoint).resolve()), rt.restore_actor(c.model.checkpoint)
     else:
         model = build_policy(c.model, 0)
+        if jax.process_count() > 1:  # the save is collective: each process writes its shards of the mesh
+            model = models.shard_model(model, rt.mesh)
         actor = str(models.save_checkpoint(d / "actor", model))
     if model.config.vocab_size < len(rt.tokenizer):
         raise ValueError(
@@ -364,8 +373,10 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
             if rt.seconds_left() is not None and rt.seconds_left() <= 0 and records:
                 break
             records += rt.env.rollout(sampler, c.rollout, b)
-        write_trajectories(traj, records)
-        stamp.write_text(h)
+        if is_primary():  # several processes: the same gathered records in each
+            write_trajectories(traj, records)
+            stamp.write_text(h)
+        sync(f"trajectories:{traj}")
     kept, rejected = rft_filter(records, c.filters, rt.cfg.reward)
     sample_metrics = {
         **rollout_metrics(records, rt.cfg.reward, prefix="sampled/"),
@@ -435,11 +446,12 @@ def _mc_explained_variance(learner: Learner, batches) -> float:
     evs = []
     for b in batches:
         prepared, _ = learner.prepare(b)
+        values = to_host(prepared.values)  # several processes: each holds its rows
         m = np.asarray(b.response_mask)
         r = np.asarray(b.token_rewards) * m
         mc = np.cumsum(r[:, ::-1], axis=1)[:, ::-1]
         if m.sum() > 1 and np.var(mc[m > 0]) > 1e-6:  # a constant return explains nothing
-            evs.append(float(explained_variance(np.asarray(prepared.values), mc, m)))
+            evs.append(float(explained_variance(values, mc, m)))
     return float(np.mean(evs)) if evs else None
 
 
