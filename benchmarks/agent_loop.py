@@ -46,7 +46,7 @@ def loop_overhead(sb: SandboxClient, judge: JudgeConfig, turns: int) -> dict:
         res = run_episode("1_relu", PROBLEM.read_text(), ScriptedPolicy(steps), ws, Budgets(), judge)
     loop_s = res.timings["total_s"] - res.timings["judge_s"]
     tool_s = res.timings["tools_s"]
-    compile_s = [c["elapsed_s"] for t in res.turns[1:] for c in t["calls"]]
+    compile_s = [c.elapsed_s for t in res.turns[1:] for c in t.calls]
     return {
         "turns": len(res.turns),
         "wall_s": round(time.perf_counter() - t0, 3),
