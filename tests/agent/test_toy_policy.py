@@ -202,17 +202,16 @@ def test_toy_episode_keeps_its_tokens_in_the_trajectory_builder():
     tok = toy_tokenizer()
     plan, foreign = tok.encode_plan(baseline_plan(task)), tok.encode_plan(baseline_plan(other))
     junk = [4] * 32  # 32 plan tokens without <eos>
-    text = "status: correct (reward 1)\nspeedups: eager 1.3x"
-    bench = [{"role": "tool", "name": "benchmark", "content": text}]
+    bench = _bench(CORRECT, {"eager": 1.3})  # the benchmark's ToolResult with its structured verdict
     ep = ToyEpisode(_ScriptedToyPolicy([plan, junk, foreign]), task.id, task, task)
     first = ep.act([])
     assert [c.name for c in first.tool_calls] == ["write_file", "benchmark"]
-    ep.observe(bench)
+    ep.observe([bench.message()], [bench])
     assert ep.act([]).tool_calls == []  # no <eos>: not a plan, nothing written
     ep.observe([])
     last = ep.act([])
     assert [c.name for c in last.tool_calls] == ["write_file", "submit"]
-    got = ep.tokens()
+    got = ep.tokens().build().to_dict()  # the builder the loop finishes
     obs_ok = tok.encode(observation_tokens("correct", {"eager": 1.3}))
     obs_bad = tok.encode(observation_tokens("invalid_plan", {}))
     assert got["prompt_ids"] == tok.encode_prompt(task)

@@ -206,6 +206,8 @@ class PipelineConfig:
         self.tasks = task_config(self.env, self.tasks)
         if self.sft.demos and self.env != "agent":
             raise ValueError("sft.demos: cold-start SFT renders agent conversations; it needs env=agent")
+        if self.env == "toy":  # no conversations to clone: pretraining is the toy policy's start
+            self.stages = [s for s in self.stages if s != "sft"]
         if self.pipeline != "staged":
             raise ValueError(f"pipeline must be 'staged' (the only pipeline), got {self.pipeline!r}")
         if self.stage is not None:
