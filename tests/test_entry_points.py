@@ -72,7 +72,7 @@ CASES = [
         "train",
         ["stage=nope"],
         "invalid config in 'train/model/sandbox/judge/preset/ablation/distributed/mesh' for PipelineConfig: "
-        "stage must be one of ('warmup', 'rft', 'value', 'ppo'), got 'nope'",
+        "stage must be one of ('sft', 'warmup', 'rft', 'value', 'ppo'), got 'nope'",
     ),
     (
         "train",
