@@ -26,12 +26,11 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, ConfigError, save_config, to_dataclass, user_errors
+from research.agent import TasksConfig
 from research.rl.pipeline.config import PipelineConfig
+from research.toyenv import ToyTaskConfig
 
 CONFIG_NAME = "train"
-from research.agent import TasksConfig  # noqa: E402
-from research.toyenv import ToyTaskConfig  # noqa: E402
-
 ConfigStore.instance().store(name="train_schema", node=PipelineConfig)
 # Each env's task settings: the typed node conf/env/<env>.yaml puts under `tasks`.
 ConfigStore.instance().store(group="tasks", name="agent_schema", node=TasksConfig)

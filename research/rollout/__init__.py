@@ -29,6 +29,7 @@ from ._trajectory import (
     Turn,
     as_trajectory,
     read_trajectories,
+    stable_seed,
     write_trajectories,
 )
 
@@ -42,5 +43,6 @@ __all__ = [
     "Turn",
     "as_trajectory",
     "read_trajectories",
+    "stable_seed",
     "write_trajectories",
 ]

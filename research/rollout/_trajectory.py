@@ -5,9 +5,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+def stable_seed(*parts) -> int:
+    """A 31-bit seed of ``parts`` that is the same in every process and run (``hash`` is salted per
+    process): rollout sources seed each batch, turn and share with it."""
+    return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
 
 
 class TrajectoryError(ValueError):

@@ -27,14 +27,13 @@ the last plan judged.
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 import models
 from kernels_env.client import INFRA_ERROR, NO_VERDICT
-from research.rollout import RolloutConfig, Trajectory, TrajectoryBuilder
+from research.rollout import RolloutConfig, Trajectory, TrajectoryBuilder, stable_seed
 
 from .grammar import PlanError
 from .observations import observation_tokens, toy_tokenizer
@@ -44,10 +43,6 @@ from .tasks import ToyTask
 # research.rl.NON_POLICY_STATUSES beyond the sandbox's NO_VERDICT (research.toyenv does not import
 # research.rl; a test checks the two agree).
 SUBMITTED, MAX_TURNS, CONTEXT, NOT_POLICY = "submitted", "max_turns", "context_budget", "non_policy_verdict"
-
-
-def _seed(*parts) -> int:
-    return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
 
 
 def make_sampler(model, cfg: RolloutConfig) -> models.Sampler:
@@ -138,7 +133,7 @@ class ToyEnv:
                 break
             t0 = time.perf_counter()
             out = sampler.generate(
-                [eps[i].ids for i in live], sampling, seed=_seed(cfg.seed, cursor, offset, turn)
+                [eps[i].ids for i in live], sampling, seed=stable_seed(cfg.seed, cursor, offset, turn)
             )
             self.timings["generate_s"] += time.perf_counter() - t0
             parsed, judge_items = {}, []

@@ -30,7 +30,7 @@ from research import rl
 from research.rl import pipeline as pl
 from research.rl._batch import PackConfig, pack_trajectories
 from research.rl.pipeline import demo
-from research.toyenv import rollout as toy_rollout
+from research.rollout import stable_seed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipeline_fixtures import SMALL_TASKS, TINY_ARCH, RuleJudge  # noqa: E402
@@ -110,9 +110,9 @@ def test_the_cached_sampler_samples_with_the_updated_actor(runtime):
 def test_rollout_seeds_and_tasks_differ_per_cursor_and_repeat_for_equal_cursors(runtime):
     rt = runtime
     sampler = rt.sampler(_toy_actor(seed=2), RO)
-    seeds = {toy_rollout._seed(RO.seed, c, 0, 0) for c in range(50)}
+    seeds = {stable_seed(RO.seed, c, 0, 0) for c in range(50)}
     assert len(seeds) == 50
-    assert toy_rollout._seed(1, 0, 0, 0) != toy_rollout._seed(2, 0, 0, 0)
+    assert stable_seed(1, 0, 0, 0) != stable_seed(2, 0, 0, 0)
     draws = [tuple(t.id for t in rt.env.draw(RO, c)) for c in range(6)]
     assert len(set(draws)) > 1
     a, b, c = (rt.env.rollout(sampler, RO, k) for k in (0, 0, 1))

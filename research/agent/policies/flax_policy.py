@@ -3,10 +3,10 @@ first prompt on (policy tokens with their sampler log-probs, observation tokens 
 template's append-only delta), the sampler checks every new prompt extends the cached one and prefills only
 the new tokens (its KV cache is kept across turns), and the generation of all waiting episodes runs as one
 batched sampler call (``GenerationBatcher``). Token bookkeeping is ``research.rollout.TrajectoryBuilder``'s:
-``tokens()`` is the episode's typed :class:`research.rollout.Trajectory`.
+``tokens()`` is the episode's builder, which the loop finishes into a :class:`research.rollout.Trajectory`.
 
-In RL rollouts (``research.rl.pipeline.agent_env``) the policy runs in ``lockstep`` (reproducible batches),
-``set_model`` swaps the learner's current parameters into the sampler (no reload, no recompilation) and
+In RL rollouts (``research.rl.pipeline.agent_env``) the policy runs in ``lockstep`` (reproducible batches)
+over the pipeline's sampler (``sampler=``, which holds the learner's current weights) and
 ``start(..., key=, group=)`` orders an episode's rows and tags its trajectory."""
 
 from __future__ import annotations
@@ -95,11 +95,6 @@ class FlaxPolicy(Policy):
             seed=seed,
             lockstep=lockstep,
         )
-
-    def set_model(self, model) -> None:
-        """Sample from ``model``'s current parameters from the next generation on (the learner's arrays
-        themselves: nothing is copied or reloaded; same shapes, so nothing recompiles)."""
-        self.sampler.set_model(model)
 
     def describe(self):
         cfg = self.sampler.config

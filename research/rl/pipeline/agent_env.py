@@ -16,7 +16,6 @@ the sampling config recorded, per-turn tool calls and their validity, and the fi
 from __future__ import annotations
 
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -27,7 +26,7 @@ from kernels_env.client import JudgeConfig
 from kernels_env.session import WorkspaceSession
 from research.agent import Budgets, Task, run_episode, tool_specs
 from research.agent.policies.flax_policy import FlaxPolicy
-from research.rollout import Trajectory
+from research.rollout import Trajectory, stable_seed
 
 
 @dataclass
@@ -49,10 +48,6 @@ class AgentEnvConfig:
             raise ValueError("agent: max_observation_bytes >= 64, max_wall_s > 0, skill_results >= 1")
 
 
-def _seed(*parts) -> int:
-    return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
-
-
 def _buckets(limit: int, start: int) -> tuple[int, ...]:
     out, b = [], start
     while b < limit:
@@ -64,9 +59,6 @@ def _buckets(limit: int, start: int) -> tuple[int, ...]:
 class _Seat:
     """The policy as one episode sees it: its row key, group and split passed to ``start``; records
     whether the episode registered with the batcher (else its reservation is given back)."""
-
-    name = "flax"
-    uses_skills = True
 
     def __init__(self, policy: FlaxPolicy, key: int, group, split: str):
         self.policy, self.key, self.group, self.split = policy, key, group, split
@@ -143,13 +135,14 @@ class AgentEnv:
             groups = [f"{cursor}:{i // cfg.group_size}" for i in range(len(tasks))]
         groups = list(groups if groups is not None else range(len(tasks)))
         if len(tasks) > cfg.episodes:  # e.g. an evaluation split: batches of the sampler's largest bucket
-            out, timings = [], {}
+            out, timings, kept = [], {}, []
             for i in range(0, len(tasks), cfg.episodes):
                 out += self.rollout(
                     sampler, cfg, cursor, tasks[i : i + cfg.episodes], groups[i : i + cfg.episodes]
                 )
                 timings = {k: timings.get(k, 0.0) + v for k, v in self.timings.items()}
-            self.timings = timings
+                kept += [i + k for k in self.kept]
+            self.timings, self.kept = timings, kept
             return out
         policy = FlaxPolicy(
             None,
@@ -160,7 +153,7 @@ class AgentEnv:
             max_tokens=cfg.max_turn_tokens,
             batch_buckets=_buckets(max(len(tasks), 1), 1),
             keep_cache=True,
-            seed=_seed(cfg.seed, int(cursor)),
+            seed=stable_seed(cfg.seed, int(cursor)),
             lockstep=True,
             sampler=sampler,
         )
@@ -175,7 +168,7 @@ class AgentEnv:
 
         def one(i: int) -> Trajectory | None:
             task = tasks[i]
-            seat = _Seat(policy, i, groups[i], getattr(task, "split", cfg.split))
+            seat = _Seat(policy, i, groups[i], task.split)
             try:
                 with WorkspaceSession(task.path, client=self.client, initial_files=self._initial(task)) as ws:
                     res = run_episode(

@@ -145,7 +145,7 @@ class Runtime:
         tasks = load_tasks(cfg.tasks, root, self._device)
         splits: dict[str, list] = {}
         for t in tasks:
-            splits.setdefault(getattr(t, "split", "train"), []).append(t)
+            splits.setdefault(t.split, []).append(t)
         env = AgentEnv(splits, self.client, cfg.judge, self.tokenizer, self.template, cfg.agent)
         self.env = split_env(env)
         eval_cfg = cfg.eval.judge or cfg.judge

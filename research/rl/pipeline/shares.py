@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import zlib
 from collections.abc import Callable, Sequence
 
-from research.rollout import RolloutConfig, Trajectory
+from research.rollout import RolloutConfig, Trajectory, stable_seed
 
 from .._distributed import allgather_objects
 
 
 def share_seed(seed: int, share: int, count: int) -> int:
     """The sampling seed of share ``share`` of ``count`` (one share: ``seed`` itself)."""
-    return seed if count == 1 else zlib.crc32(repr(("share", seed, share, count)).encode()) & 0x7FFFFFFF
+    return seed if count == 1 else stable_seed("share", seed, share, count)
 
 
 def share_rollout(cfg: RolloutConfig, count: int) -> RolloutConfig:

@@ -196,24 +196,40 @@ def run_init(rt: Runtime) -> Manifest:
     if (m := Manifest.find(d, h)) is not None:
         return m
     if c.model.checkpoint:
-        actor, model = str(Path(c.model.checkpoint).resolve()), rt.restore_actor(c.model.checkpoint)
+        # its config is enough here: the next stage restores the weights (a 7B load is minutes), and
+        # only an evaluation of the starting policy loads them now
+        actor = str(Path(c.model.checkpoint).resolve())
+        arch = models.config_from_hf(json.loads((Path(actor) / "config.json").read_text()))
+        model = rt.restore_actor(actor) if c.eval.enabled else None
     else:
         model = build_policy(c.model, 0)
         if jax.process_count() > 1:  # the save is collective: each process writes its shards of the mesh
             model = models.shard_model(model, rt.mesh)
-        actor = str(models.save_checkpoint(d / "actor", model))
-    if model.config.vocab_size < len(rt.tokenizer):
+        actor, arch = str(models.save_checkpoint(d / "actor", model)), model.config
+    if arch.vocab_size < len(rt.tokenizer):
         raise ValueError(
-            f"model vocabulary {model.config.vocab_size} < the tokenizer's {len(rt.tokenizer)} tokens "
+            f"model vocabulary {arch.vocab_size} < the tokenizer's {len(rt.tokenizer)} tokens "
             "(model.tokenizer must be the checkpoint's tokenizer)"
         )
-    metrics = {"params": model.config.num_params()}
+    metrics = {"params": arch.num_params()}
     ev = _evaluate(rt, "init", model, c.warmup.rollout)
     if ev:
         metrics["eval"] = ev
     m = Manifest("init", actor, None, 0, h, metrics, extra={"checkpoint": c.model.checkpoint})
     m.save(d)
     return m
+
+
+def _cycle(rt: Runtime, batches: list, box: dict, metrics: dict):
+    """A learner source over fixed batches, round and round (SFT, RFT, value pretraining); ``box`` keeps
+    the cursor a truncated stage checkpoints."""
+
+    def source(cursor):
+        rt.check_deadline()
+        box["cursor"] = int(cursor) + 1
+        return batches[int(cursor) % len(batches)], int(cursor) + 1, metrics
+
+    return source
 
 
 # --- stages 1 and 4 --------------------------------------------------------------------------------------
@@ -337,11 +353,7 @@ def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
     box: dict = {}
     info = {"demos": float(len(trajs)), **drops.as_metrics("demos_dropped/")}
 
-    def source(cursor):
-        rt.check_deadline()
-        box["cursor"] = int(cursor) + 1
-        return batches[int(cursor) % len(batches)], int(cursor) + 1, info
-
+    source = _cycle(rt, batches, box, info)
     rows, truncated = _learner_stage(rt, "sft", learner, source, len(batches), c.save_every, "rft", box)
     m = _manifest(rt, "sft", h, prev, d, rows, truncated, demos=str(path), kept=len(trajs))
     m.metrics.update(info)
@@ -421,11 +433,7 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
     learner = Learner(c.learner, actor, None, mesh=rt.mesh)
     box: dict = {}
 
-    def source(cursor):
-        rt.check_deadline()
-        box["cursor"] = int(cursor) + 1
-        return batches[int(cursor) % n_batches], int(cursor) + 1, {"accepted": float(len(kept))}
-
+    source = _cycle(rt, batches, box, {"accepted": float(len(kept))})
     rows, truncated = _learner_stage(
         rt, "rft", learner, source, n_batches * c.epochs, c.save_every, "rft", box
     )
@@ -485,11 +493,7 @@ def run_value(rt: Runtime, prev: Manifest) -> Manifest:
     ev_before = _mc_explained_variance(learner, batches)
     box: dict = {}
 
-    def source(cursor):
-        rt.check_deadline()
-        box["cursor"] = int(cursor) + 1
-        return batches[int(cursor) % len(batches)], int(cursor) + 1, {}
-
+    source = _cycle(rt, batches, box, {})
     rows, truncated = _learner_stage(rt, "value", learner, source, c.steps, c.save_every, "value", box)
     ev_after = _mc_explained_variance(learner, batches)
     m = _manifest(rt, "value", h, prev, d, rows, truncated, keep_actor=prev.actor, trajectories=len(records))
