@@ -35,7 +35,7 @@ from ._model import CausalLM, Decoder, KVCache, abstract_model, cast_params, ini
 from ._sampler import SampleOutput, Sampler, SamplingConfig
 from ._sampling import sample_tokens, top_k_mask, top_p_mask
 from ._sharding import AXES, DEFAULT_RULES, batch_sharding, make_mesh, shard_model, spec_for, state_shardings
-from ._tokenizer import TOKENIZER_DIR, default_tokenizer, load_tokenizer
+from ._tokenizer import TOKENIZER_DIR, default_tokenizer, load_tokenizer, save_tokenizer, train_bpe
 
 
 def sample(model, prompts, config: SamplingConfig | None = None, *, tokenizer=None, seed: int = 0, **kw):
@@ -74,6 +74,8 @@ __all__ = [
     "load_critic",
     "load_hf",
     "load_tokenizer",
+    "save_tokenizer",
+    "train_bpe",
     "logprobs_from_hidden",
     "make_mesh",
     "qwen2_0_5b_config",

@@ -1,7 +1,7 @@
 """Train the bundled byte-level BPE tokenizer (models/assets/tokenizer) offline.
 
-    .venv/bin/python scripts/train_tokenizer.py                  # defaults: 8192 tokens, repo + stdlib text
-    .venv/bin/python scripts/train_tokenizer.py --vocab-size 4096 --extra /path/to/more/text
+    .venv/bin/python -m scripts.train_tokenizer                # defaults: 8192 tokens, repo + stdlib text
+    .venv/bin/python -m scripts.train_tokenizer --vocab-size 4096 --extra /path/to/more/text
 
 Corpus: this repository's own text files (docs, Python, configs; weighted x4) plus the Python standard
 library's sources (code coverage, present offline everywhere). Qwen2-style pre-tokenisation (digits split,
@@ -16,6 +16,8 @@ import json
 import sys
 import sysconfig
 from pathlib import Path
+
+from models._tokenizer import SPECIAL_TOKENS, save_tokenizer, train_bpe
 
 ROOT = Path(__file__).resolve().parents[1]
 SUFFIXES = {".md", ".py", ".yaml", ".yml", ".toml", ".txt", ".cu", ".cuh", ".h", ".hpp", ".cpp", ".c", ".sh"}
@@ -36,11 +38,6 @@ SKIP_DIRS = {
     "lib2to3",
     "pydoc_data",
 }
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
     "'<|im_end|>' + '\n' }}{% endfor %}"
@@ -76,53 +73,13 @@ def main() -> None:
     ap.add_argument("--no-stdlib", action="store_true")
     args = ap.parse_args()
 
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     sources = [(ROOT, 4)] + [(p, 1) for p in args.extra]
     if not args.no_stdlib:
         sources.append((Path(sysconfig.get_paths()["stdlib"]), 1))
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(PATTERN), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=args.vocab_size,
-        min_frequency=2,
-        special_tokens=SPECIAL,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=True,
-    )
-    tok.train_from_iterator(corpus(sources), trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=SPECIAL[1:],
-        chat_template=CHATML,
-        model_max_length=32768,
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(str(args.out))
-    # A tokenizer_config.json every transformers version reads (5.x alone knows "TokenizersBackend" and
-    # chat_template.jinja): the generic fast class with the template inline.
-    (args.out / "chat_template.jinja").unlink(missing_ok=True)
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": SPECIAL[0],
-        "pad_token": SPECIAL[0],
-        "additional_special_tokens": SPECIAL[1:],
-        "chat_template": CHATML,
-        "model_max_length": 32768,
-        "clean_up_tokenization_spaces": False,
-    }
-    (args.out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    fast = train_bpe(corpus(sources), args.vocab_size, chat_template=CHATML, progress=True)
+    save_tokenizer(fast, args.out)
     summary = {
-        "vocab_size": tok.get_vocab_size(),
+        "vocab_size": len(fast),
         "python": sys.version.split()[0],
         "sources": [
             {
@@ -132,7 +89,7 @@ def main() -> None:
             }
             for p, w in sources
         ],
-        "special_tokens": SPECIAL,
+        "special_tokens": list(SPECIAL_TOKENS),
     }
     (args.out / "corpus.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))

@@ -72,45 +72,21 @@ def solve_script() -> list[dict]:
 
 
 def make_tiny_hf(path: Path, vocab_size: int = 512, layers: int = 2, hidden: int = 64) -> Path:
-    """A Qwen2 checkpoint directory with a BPE tokenizer trained offline and a tool-calling template."""
-    import transformers
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A Qwen2 checkpoint directory with a BPE tokenizer trained offline and a tool-calling template: the
+    text policy's own builder at a tiny size, its tokenizer trained on the agent's prompts and this task."""
+    from research.textpolicy import TextPolicySpec, build_checkpoint
 
-    corpus = [SYSTEM, TASK, SINGLE_TURN, SCALE_PROBLEM, SCALE_TRITON, json.dumps(TOOL_SPECS), TINY_TEMPLATE]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size - len(SPECIAL),
-        special_tokens=SPECIAL,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(corpus * 4, trainer)
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=SPECIAL[1:],
-    )
-    fast.chat_template = TINY_TEMPLATE
-    path.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(str(path))
-    config = transformers.Qwen2Config(
+    spec = TextPolicySpec(
         vocab_size=vocab_size,
         hidden_size=hidden,
+        num_layers=layers,
+        num_heads=2,
+        num_kv_heads=1,
         intermediate_size=hidden * 2,
-        num_hidden_layers=layers,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=8192,
-        tie_word_embeddings=True,
-        eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"),
+        dtype="float32",
     )
-    import torch
-
-    torch.manual_seed(0)
-    transformers.Qwen2ForCausalLM(config).save_pretrained(str(path))
+    corpus = [SYSTEM, TASK, SINGLE_TURN, SCALE_PROBLEM, SCALE_TRITON, json.dumps(TOOL_SPECS), TINY_TEMPLATE]
+    build_checkpoint(path, spec, texts=corpus * 4)
     return path
 
 

@@ -106,6 +106,11 @@ def _for_template(messages: list[dict], as_text: bool) -> list[dict]:
     return out
 
 
+def render_demo_text(chat: ChatFormat, messages: list[dict], tools) -> str:
+    """The whole demonstration as the template renders it (text, as a tokenizer's training corpus sees it)."""
+    return chat.render(_for_template(list(messages), _arguments_as_text(chat)), tools)
+
+
 def render_demo(
     chat: ChatFormat, messages: list[dict], tools, *, task_id: str = "", reward: float | None = None
 ) -> Trajectory:
