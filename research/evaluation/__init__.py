@@ -30,7 +30,7 @@ from .evaluate_set import SolutionSetConfig, evaluate_solution_set
 from .judging import judge_solutions, materialise, read_results
 from .kernelbench import ENV_VAR, KernelBenchNotFound, Problem, ProblemIndex, find_kernelbench
 from .labels import labels, level_label, result_labels
-from .paired import ResultsError, RunResults, TaskResult, compare, pair_runs, result_from_verdict
+from .paired import ResultsError, RunResults, TaskResult, check_run, compare, pair_runs, result_from_verdict
 from .paired import ablation_table as study_ablations
 from .paired import report as study_report
 from .protocol import (
@@ -70,6 +70,7 @@ __all__ = [
     "SolutionSetError",
     "ablation_table",
     "claim_rows",
+    "check_run",
     "claims_table",
     "collect",
     "compare",

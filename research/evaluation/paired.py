@@ -35,6 +35,7 @@ import numpy as np
 from kernels_env.client import CORRECT, summarize
 
 from . import stats
+from .protocol import Protocol
 
 RESULTS_SCHEMA, PAIRED_SCHEMA = "study-results/1", "study-paired/1"
 BINARY = ("pass", "faster_than_compile", "faster_than_eager")
@@ -169,6 +170,23 @@ class RunResults:
         if not tasks:
             raise ResultsError(f"run {self.run}: no results")
         return tasks, seeds, cells
+
+
+def check_run(run: RunResults, protocol: Protocol) -> None:
+    """A run's results cover exactly its protocol split's tasks, under this protocol (a task without a
+    result must be written as a failed row, never left out)."""
+    if run.split not in protocol.splits:
+        raise ResultsError(f"run {run.run}: the protocol has no split {run.split!r}")
+    if run.protocol_sha256 and run.protocol_sha256 != protocol.sha256:
+        raise ResultsError(f"run {run.run} was evaluated under another protocol ({run.protocol_sha256[:12]})")
+    tasks, _, _ = run.grid()
+    want = set(protocol.splits[run.split])
+    missing, extra = sorted(want - set(tasks)), sorted(set(tasks) - want)
+    if missing or extra:
+        parts = [f"{len(missing)} tasks missing (e.g. {missing[0]})"] if missing else []
+        parts += [f"{len(extra)} tasks not in the split (e.g. {extra[0]})"] if extra else []
+        what = "; ".join(parts)
+        raise ResultsError(f"run {run.run} on {run.split}: {what}")
 
 
 def pair_runs(a: RunResults, b: RunResults) -> dict[str, Any]:

@@ -350,6 +350,8 @@ def record_evaluation(path: str | os.PathLike, split: str, run: str, force: bool
     if not run:
         raise ProtocolError("record_evaluation needs a run name")
     path = Path(path)
+    if not path.is_file():
+        raise ProtocolError(f"no protocol at {path}")
     with _locked(path):
         protocol = load_protocol(path)
         if split not in protocol.splits:

@@ -15,11 +15,13 @@ from research.evaluation.paired import (
     RunResults,
     TaskResult,
     ablation_table,
+    check_run,
     compare,
     pair_runs,
     report,
     result_from_verdict,
 )
+from research.evaluation.protocol import Protocol, ProtocolConfig
 
 
 def test_result_from_verdict_uses_the_sandbox_rule():
@@ -159,3 +161,20 @@ def test_report_prints_and_returns(capsys):
     text = capsys.readouterr().out
     assert "faster_than_compile" in text and "McNemar" in text and "Holm" in text and "no_rl" in text
     assert out["compare"]["a"] == "full" and out["ablations"]["rows"][0]["ablation"] == "no_rl"
+
+
+def test_check_run_against_protocol():
+    ids = [f"t{i:03d}" for i in range(3)]
+    protocol = Protocol(ProtocolConfig(), "reduction", {"test_seen": ids}, dict.fromkeys(ids, "0"))
+    run = _run("full", [[1], [0], [1]], [[1], [0], [0]])
+    run.protocol_sha256 = protocol.sha256
+    check_run(run, protocol)
+    short = _run("full", [[1], [0]], [[1], [0]])
+    short.protocol_sha256 = None
+    with pytest.raises(ResultsError, match="1 tasks missing \\(e.g. t002\\)"):
+        check_run(short, protocol)
+    other = _run("full", [[1], [0], [1]], [[1], [0], [0]])  # protocol_sha256 "abc"
+    with pytest.raises(ResultsError, match="another protocol"):
+        check_run(other, protocol)
+    with pytest.raises(ResultsError, match="no split 'dev'"):
+        check_run(_run("x", [[1]], [[1]], split="dev"), protocol)

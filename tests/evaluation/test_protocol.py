@@ -230,6 +230,8 @@ def test_manifest_roundtrip_and_touched_once_guard(tmp_path):
     ]
     with pytest.raises(ProtocolError, match="no kernelbench_l1 split"):
         record_evaluation(path, KERNELBENCH, "full-s0")
+    with pytest.raises(ProtocolError, match="no protocol at"):
+        record_evaluation(tmp_path / "missing" / "protocol.json", TEST_SEEN, "full-s0")
 
 
 def test_fixed_protocol_cannot_be_replaced_or_edited(tmp_path):
