@@ -195,11 +195,12 @@ def make_protocol(tasks: Iterable[Any], cfg: ProtocolConfig | None = None) -> Pr
         splits[KERNELBENCH], decontam = kb
     train_cats = {c for v in others[b:] for c in v[1]}
     unseen = sorted({c for v in others[:a] for c in v[1]} - train_cats)
+    placed = {i for s in splits.values() for i in s}
     return Protocol(
         config=cfg,
         heldout_category=category,
         splits=splits,
-        hashes={v[0]: _sha(v[2]) for v in views if v[0] in {i for s in splits.values() for i in s}},
+        hashes={v[0]: _sha(v[2]) for v in views if v[0] in placed},
         unused=ids(heldout[cfg.n_test_heldout :]),
         duplicates=duplicates,
         decontam=decontam,
