@@ -12,10 +12,15 @@
   table (ablation x seed) with failed points reported, and its training curves.
 - ``protocol_table``: a Hydra multirun of ``experiments.evaluate`` (judge protocol x policy) as one table.
 - ``figures`` (``make_figures``) in one ``style``, PDF + PNG.
+- The study (docs/study_protocol.md): ``make_protocol`` / ``write_protocol`` / ``record_evaluation``
+  (splits fixed before the final runs, test splits touched once), ``stats`` (Wilson, exact sign and McNemar,
+  permutation, paired bootstrap, geomean CI, Holm) and ``paired`` (``RunResults``, ``compare``,
+  ``ablation_table``, ``study_report``).
 
-May import: the standard library, yaml, matplotlib, tqdm, pyarrow (Parquet), ``research.agent.summary``, and
-the sandbox only through ``kernels_env.client``. Never imports hydra/omegaconf (entry points:
-``experiments/solutions.py``, ``experiments/figures.py``), jax or ``models``.
+May import: the standard library, numpy, yaml, matplotlib, tqdm, pyarrow (Parquet),
+``research.agent.summary``, ``research.data`` (op extraction, categories), and the sandbox only through
+``kernels_env.client``. Never imports hydra/omegaconf (entry points: ``experiments/solutions.py``,
+``experiments/figures.py``), jax or ``models``.
 """
 
 from .ablations import CURVES, Point, ablation_table, collect, curves, format_ablations
@@ -25,6 +30,19 @@ from .evaluate_set import SolutionSetConfig, evaluate_solution_set
 from .judging import judge_solutions, materialise, read_results
 from .kernelbench import ENV_VAR, KernelBenchNotFound, Problem, ProblemIndex, find_kernelbench
 from .labels import labels, level_label, result_labels
+from .paired import ResultsError, RunResults, TaskResult, check_run, compare, pair_runs, result_from_verdict
+from .paired import ablation_table as study_ablations
+from .paired import report as study_report
+from .protocol import (
+    Protocol,
+    ProtocolConfig,
+    ProtocolError,
+    load_protocol,
+    make_protocol,
+    record_evaluation,
+    split_tasks,
+    write_protocol,
+)
 from .records import FieldMap, SolutionSetError, read_records
 from .solution_sets import Solution, SolutionSet, import_solutions
 from .sweeps import format_protocols, is_evaluation_sweep, protocol_table
@@ -39,6 +57,12 @@ __all__ = [
     "KernelBenchNotFound",
     "Point",
     "Problem",
+    "Protocol",
+    "ProtocolConfig",
+    "ProtocolError",
+    "ResultsError",
+    "RunResults",
+    "TaskResult",
     "ProblemIndex",
     "Solution",
     "SolutionSet",
@@ -46,8 +70,10 @@ __all__ = [
     "SolutionSetError",
     "ablation_table",
     "claim_rows",
+    "check_run",
     "claims_table",
     "collect",
+    "compare",
     "curves",
     "evaluate_solution_set",
     "find_kernelbench",
@@ -60,13 +86,22 @@ __all__ = [
     "judge_solutions",
     "labels",
     "level_label",
+    "load_protocol",
     "load_results",
+    "make_protocol",
     "materialise",
+    "pair_runs",
     "protocol_table",
     "read_audit",
     "run_tasks",
     "read_records",
+    "record_evaluation",
     "read_results",
+    "result_from_verdict",
     "result_labels",
+    "split_tasks",
+    "study_ablations",
+    "study_report",
     "table1_report",
+    "write_protocol",
 ]
