@@ -116,7 +116,9 @@ class Engine:
         self._requests: dict[int, Request] = {}
         self._running: dict[int, dict] = {}  # id -> host state of an admitted request
         self._kept: dict[int, tuple[list[int], tuple[int, ...]]] = {}  # id -> (pages, cached ids)
-        self._sources: dict[tuple[int, ...], tuple[int, int, Any]] = {}  # prompt -> (slot, id, logits [V])
+        # prompt -> (slot, id, logits [V]) of a running request, or (None, pages, logits) of a finished one
+        # whose prompt pages are held while a waiting request has the same prompt
+        self._sources: dict[tuple[int, ...], tuple[Any, Any, Any]] = {}
         self.results: dict[int, Result] = {}
         self.reset_stats()
 
@@ -243,6 +245,9 @@ class Engine:
                 pages, cached = self.pages.take(need), ()
             admitted.append((rid, free.pop(0), pages, len(cached)))
         if not admitted:
+            if self._waiting and not self._running and any(s[0] is None for s in self._sources.values()):
+                self._drop_held(keep_wanted=False)  # held prompt pages block the head: prefill it instead
+                return self._admit()
             if self._waiting and not self._running:
                 kept = sum(len(p) for p, _ in self._kept.values())
                 raise RuntimeError(
@@ -260,7 +265,7 @@ class Engine:
             self.slots.assign(slot, rid, pages, req, self.model_config)
             key = tuple(req.prompt)
             src = self._sources.get(key) if c.prefix_sharing and req.parent is None else None
-            if src is not None and self.slots.owner[src[0]] == src[1]:
+            if src is not None and (src[0] is None or self.slots.owner[src[0]] == src[1]):
                 copies.append((rid, slot, src))
             else:
                 rows.append((rid, slot, cached))
@@ -275,9 +280,9 @@ class Engine:
                     self._sources[key] = (slot, rid, logits[i])
         if copies:
             src_p, dst_p = [], []
-            for rid, slot, (s_slot, _, _) in copies:
+            for rid, slot, (s_slot, s_pages, _) in copies:
                 n = _paged.pages_for(len(self._requests[rid].prompt), c.page_size)
-                src_p += self.slots.table[s_slot, :n].tolist()
+                src_p += self.slots.table[s_slot, :n].tolist() if s_slot is not None else s_pages[:n]
                 dst_p += self.slots.table[slot, :n].tolist()
                 logits_of[rid] = self._sources[tuple(self._requests[rid].prompt)][2]
                 self._stats["prefill_saved_sharing"] += len(self._requests[rid].prompt)
@@ -286,7 +291,20 @@ class Engine:
             self.pool = self._copy(
                 self.pool, jnp.asarray(src_p + pad, jnp.int32), jnp.asarray(dst_p + pad, jnp.int32)
             )
+        self._drop_held(keep_wanted=True)
         self._first_tokens([(rid, slot) for rid, slot, *_ in admitted], logits_of)
+
+    def _wanted(self, prompt: tuple[int, ...]) -> bool:
+        return any(
+            r.parent is None and tuple(r.prompt) == prompt for r in map(self._requests.get, self._waiting)
+        )
+
+    def _drop_held(self, keep_wanted: bool) -> None:
+        """Free held prompt pages of finished sources (those a waiting request still wants: if asked)."""
+        for key, (slot, pages, _) in list(self._sources.items()):
+            if slot is None and not (keep_wanted and self._wanted(key)):
+                self.pages.give(pages)
+                del self._sources[key]
 
     def _run_prefill(self, rows):
         """Prefill the uncached tokens of ``rows`` [(id, slot, cached)]; returns the last logits [n, V]."""
@@ -434,10 +452,15 @@ class Engine:
                 n = _paged.pages_for(len(ids), self.config.page_size)
                 self._kept[rid] = (pages[:n], ids)
                 pages = pages[n:]
-            self.pages.give(pages)
-            src = self._sources.get(tuple(req.prompt))
+            key = tuple(req.prompt)
+            src = self._sources.get(key)
             if src is not None and src[1] == rid:
-                del self._sources[tuple(req.prompt)]
+                del self._sources[key]
+                if not req.keep_cache and self._wanted(key):  # later samples of this prompt copy these
+                    n = _paged.pages_for(len(key), self.config.page_size)
+                    self._sources[key] = (None, pages[:n], src[2])
+                    pages = pages[n:]
+            self.pages.give(pages)
             res = Result(
                 id=rid,
                 prompt_ids=list(req.prompt),
