@@ -29,6 +29,7 @@ results do not depend on slots, batch companions or ``segment_steps``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,6 +126,13 @@ class Engine:
     def set_model(self, model) -> None:
         """New weights of the same shapes (no recompile); running requests continue with them."""
         self.graphdef, self.state = nnx.split(model)
+
+    def set_scheduling(self, *, continuous: bool, prefix_sharing: bool) -> None:
+        """Switch the host-side scheduling policy (no recompile); only while idle."""
+        if self.busy:
+            raise RuntimeError("set_scheduling needs an idle engine (no waiting or running requests)")
+        self._drop_held(keep_wanted=False)
+        self.config = dataclasses.replace(self.config, continuous=continuous, prefix_sharing=prefix_sharing)
 
     def reset_stats(self) -> None:
         self._stats = dict(
