@@ -5,12 +5,16 @@ prompts / a fresh prefill of the whole context give; the KV budget makes request
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 import models
+from models import _paged
 
 # A larger init than the default: the default tiny random model greedily repeats the prompt's last token,
 # which would make token equality a weak check.
@@ -55,6 +59,7 @@ def _ids(seed: int, n: int) -> list[int]:
 PROMPTS = [_ids(i, n) for i, n in enumerate((5, 23, 9, 30, 3))]
 
 
+@pytest.mark.slow  # ~25 s on 2 loaded cores: both paths compiled (tests/_tiers.py)
 def test_greedy_equals_sampler_one_at_a_time_with_refills_and_eos(engine, sampler):
     free = [sampler.generate([p], GREEDY) for p in PROMPTS]
     ids = free[1].response_ids(0)
@@ -82,6 +87,7 @@ def _run(engine, requests):
     return [engine.results.pop(i) for i in ids]
 
 
+@pytest.mark.slow  # ~18 s on 2 loaded cores: sampled programs compiled (tests/_tiers.py)
 def test_prefix_sharing_equals_separate_prompts(engine, sampler):
     prompt = PROMPTS[1]
     keys = [jax.random.key(40 + j) for j in range(3)]
@@ -104,6 +110,7 @@ def test_prefix_sharing_equals_separate_prompts(engine, sampler):
         np.testing.assert_allclose(r.logprobs, ref.logprobs[0], atol=ATOL, rtol=0)
 
 
+@pytest.mark.slow  # ~17 s on 2 loaded cores alone: sampled programs compiled (tests/_tiers.py)
 def test_continued_turns_equal_a_fresh_prefill_of_the_whole_context(engine):
     ctx, parent = PROMPTS[3], None
     for turn in range(3):
@@ -123,6 +130,7 @@ def test_continued_turns_equal_a_fresh_prefill_of_the_whole_context(engine):
     assert engine.stats["kept_pages"] == 0 and engine.stats["free_pages"] == ENGINE.num_pages
 
 
+@pytest.mark.slow  # compiles the engine when run alone (tests/_tiers.py)
 def test_continuation_errors(engine):
     first = _run(engine, [models.Request(PROMPTS[0], GREEDY, keep_cache=True)])[0]
     ctx = PROMPTS[0] + first.response_ids
@@ -139,6 +147,7 @@ def test_continuation_errors(engine):
         engine.submit(models.Request(ctx + [1], GREEDY, parent=first.id))
 
 
+@pytest.mark.slow  # ~20 s on 2 loaded cores: a second engine compiled (tests/_tiers.py)
 def test_budget_makes_requests_wait_and_rejects_what_never_fits(model, sampler):
     # 10 prompt tokens + 7 new - 1 = 16 KV positions = 2 pages of 8: a 4-page budget holds two requests.
     cfg = models.EngineConfig(
@@ -165,3 +174,48 @@ def test_budget_makes_requests_wait_and_rejects_what_never_fits(model, sampler):
     engine.release(kept[0])
     engine.run_until_done()
     assert engine.results[max(engine.results)].response_ids == engine.results[ids[2]].response_ids
+
+
+# --- fast: the paged forward itself, and what submit() rejects before anything compiles -----------------
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _two_windows(graphdef, state, pool, tokens, table):
+    """Tokens [1, 24] run as a prefill of 11, then a window of 13 against the pages (like a continued turn);
+    returns the logits of every position."""
+    model = nnx.merge(graphdef, state)
+    outs = []
+    for lo, hi in ((0, 11), (11, 24)):
+        pos = jnp.arange(lo, lo + 16)[None]
+        write = pos < hi
+        toks = jnp.pad(tokens[:, lo:hi], ((0, 0), (0, 16 - (hi - lo))))
+        hidden, pool = _paged.paged_forward(model, toks, pos, write, pool, table)
+        outs.append(model.logits(hidden[:, : hi - lo]))
+    return jnp.concatenate(outs, axis=1)
+
+
+def test_paged_forward_equals_full_forward(model):
+    graphdef, state = nnx.split(model)
+    cfg = models.EngineConfig(page_size=4, kv_budget_tokens=64, max_seq_len=32)
+    pool = _paged.empty_pool(model.config, cfg.num_pages, cfg.page_size)
+    table = np.full((1, cfg.max_pages), cfg.num_pages, np.int32)
+    table[0, :6] = [9, 2, 14, 0, 7, 11]  # scattered physical pages; the rest point at the trash page
+    tokens = jnp.asarray([_ids(70, 24)], jnp.int32)
+    got = np.asarray(_two_windows(graphdef, state, pool, tokens, jnp.asarray(table)))
+    ref = np.asarray(model(tokens))
+    np.testing.assert_allclose(got, ref, atol=ATOL, rtol=0)
+
+
+def test_submit_rejects_what_can_never_run(model):
+    engine = models.Engine(model, models.EngineConfig(num_slots=2, page_size=8, kv_budget_tokens=32))
+    with pytest.raises(ValueError, match=r"needs 40 KV positions .* 4 pages of 8 in its kv_budget_tokens=32"):
+        engine.submit(models.Request(_ids(60, 30), dataclasses.replace(GREEDY, max_new_tokens=11)))
+    with pytest.raises(ValueError, match="no kept cache"):
+        engine.submit(models.Request([5, 6], GREEDY, parent=0))
+    with pytest.raises(ValueError, match="at least one prompt token"):
+        engine.submit(models.Request([], GREEDY))
+    with pytest.raises(ValueError, match="stop strings need"):
+        engine.submit(models.Request([5], dataclasses.replace(GREEDY, stop_strings=("x",))))
+    with pytest.raises(ValueError, match="kv_budget_tokens .* less than one page"):
+        models.EngineConfig(page_size=16, kv_budget_tokens=8)
+    assert not engine.busy and engine.stats["free_pages"] == 4
