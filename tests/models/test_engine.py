@@ -219,3 +219,25 @@ def test_submit_rejects_what_can_never_run(model):
     with pytest.raises(ValueError, match="kv_budget_tokens .* less than one page"):
         models.EngineConfig(page_size=16, kv_budget_tokens=8)
     assert not engine.busy and engine.stats["free_pages"] == 4
+
+
+@pytest.mark.slow  # compiles the engine when run alone (tests/_tiers.py)
+def test_stop_strings_equal_the_sampler(engine, sampler):
+    tok = models.default_tokenizer()
+    free = [sampler.generate([p], GREEDY) for p in PROMPTS[:3]]
+    text = tok.decode(free[1].response_ids(0))
+    start = len(tok.decode(free[1].response_ids(0)[:5]))
+    stop = text[start : start + 3]  # completes in row 1's 6th..8th token (maybe across a token boundary)
+    assert stop
+    cfg = dataclasses.replace(GREEDY, stop_strings=(stop,), stop_check_interval=3)
+    sampler.tokenizer, engine.tokenizer = tok, tok
+    try:
+        refs = [sampler.generate([p], cfg) for p in PROMPTS[:3]]
+        out = engine.generate(PROMPTS[:3], cfg)
+    finally:
+        sampler.tokenizer, engine.tokenizer = None, None
+    assert refs[1].finish_reasons[0] == "stop" and refs[1].lengths[0] <= 8
+    for i, ref in enumerate(refs):
+        assert out.response_ids(i) == ref.response_ids(0), i
+        assert out.finish_reasons[i] == ref.finish_reasons[0]
+        np.testing.assert_allclose(out.logprobs[i], ref.logprobs[0], atol=ATOL, rtol=0)
