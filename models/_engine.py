@@ -196,6 +196,8 @@ class Engine:
 
     def release(self, rid: int) -> None:
         """Free the kept KV pages of finished request ``rid`` (no-op if none)."""
+        if any(self._requests[w].parent == rid for w in self._waiting):
+            raise ValueError(f"request {rid}'s kept cache is named by a waiting continuation")
         pages, _ = self._kept.pop(rid, ([], ()))
         self.pages.give(pages)
 

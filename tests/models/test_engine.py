@@ -142,7 +142,13 @@ def test_continuation_errors(engine):
         engine.submit(models.Request(bad, GREEDY, parent=first.id))
     with pytest.raises(ValueError, match="must add at least one token"):
         engine.submit(models.Request(ctx[:-1], GREEDY, parent=first.id))
-    engine.release(first.id)
+    nxt = engine.submit(models.Request(ctx + [1], GREEDY, parent=first.id))
+    with pytest.raises(ValueError, match="already being continued"):
+        engine.submit(models.Request(ctx + [2], GREEDY, parent=first.id))
+    with pytest.raises(ValueError, match="named by a waiting continuation"):
+        engine.release(first.id)
+    engine.run_until_done()
+    assert engine.results.pop(nxt).response_ids
     with pytest.raises(ValueError, match="no kept cache"):
         engine.submit(models.Request(ctx + [1], GREEDY, parent=first.id))
 
