@@ -58,11 +58,12 @@ def empty_pool(cfg, num_pages: int, page_size: int):
     )
 
 
-def paged_forward(model, tokens, positions, write, pool, page_table):
+def paged_forward(model, tokens, positions, write, pool, page_table, weights=None):
     """Run ``tokens`` [B, T] at ``positions`` [B, T] against each row's pages and write their keys/values.
 
     ``write`` [B, T] bool: positions whose keys/values are stored (False: the trash page). Queries attend to
-    every logical slot ``<= position`` of their row. Returns the final hidden states [B, T, D] and the pool.
+    every logical slot ``<= position`` of their row. ``weights``: ``model.model.decode_weights()`` made once
+    by a caller that runs many steps. Returns the final hidden states [B, T, D] and the pool.
     """
     cfg = model.config
     pool_k, pool_v = pool
@@ -75,7 +76,7 @@ def paged_forward(model, tokens, positions, write, pool, page_table):
     span = page_table.shape[1] * ps
     mask = jnp.arange(span)[None, None, :] <= positions[:, :, None]  # [B, T, S]
     inv_freq = rope_inv_freq(cfg)
-    blocks, fused = model.model.decode_weights()
+    blocks, fused = model.model.decode_weights() if weights is None else weights
     x = model.model.embed_tokens(tokens)
     new_k, new_v = [], []
     for blk, fq, pk, pv in zip(blocks, fused, pool_k, pool_v):
@@ -144,12 +145,13 @@ def decode_segment(model, pool, args, static):
     tokens [B, N], their log-probs, tokens per slot, steps run, active slot-steps) and the pool."""
     n_steps, top_k, use_top_p, candidates, all_greedy = static
     b = args["last"].shape[0]
+    weights = model.model.decode_weights()  # per-layer views and fused q/k/v, once per segment
 
     def step(carry):
         i, pool, last, length, gen, done, toks, lps, active_sum = carry
         active = ~done
         hidden, pool = paged_forward(
-            model, last[:, None], length[:, None], active[:, None], pool, args["table"]
+            model, last[:, None], length[:, None], active[:, None], pool, args["table"], weights
         )
         tok, lp = pick_tokens(
             model.logits(hidden[:, 0]),

@@ -247,3 +247,26 @@ def test_stop_strings_equal_the_sampler(engine, sampler):
         assert out.response_ids(i) == ref.response_ids(0), i
         assert out.finish_reasons[i] == ref.finish_reasons[0]
         np.testing.assert_allclose(out.logprobs[i], ref.logprobs[0], atol=ATOL, rtol=0)
+
+
+@pytest.mark.slow  # compiles the engine when run alone (tests/_tiers.py)
+def test_greedy_and_sampled_requests_share_segments(engine, sampler):
+    """Greedy rows decoded beside sampled ones (one program picking per row) give the Sampler's greedy
+    output; sampled rows give what they give alone."""
+    keys = [jax.random.key(7), jax.random.key(8)]
+    reqs = [
+        models.Request(PROMPTS[0], GREEDY),
+        models.Request(PROMPTS[2], SAMPLED, key=keys[0]),
+        models.Request(PROMPTS[4], GREEDY),
+        models.Request(PROMPTS[3], SAMPLED, key=keys[1]),
+    ]
+    mixed = _run(engine, reqs)
+    for r, req in zip(mixed, reqs):
+        if req.config is GREEDY:
+            ref = sampler.generate([req.prompt], GREEDY)
+            assert r.response_ids == ref.response_ids(0)
+            np.testing.assert_allclose(r.logprobs, ref.logprobs[0], atol=ATOL, rtol=0)
+        else:
+            alone = _run(engine, [models.Request(req.prompt, SAMPLED, key=req.key)])[0]
+            assert r.response_ids == alone.response_ids
+            np.testing.assert_allclose(r.logprobs, alone.logprobs, atol=ATOL, rtol=0)
