@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -42,7 +42,7 @@ from flax import nnx
 from . import _continue, _paged
 from ._model import cast_params
 from ._sampler import FINISH_NAMES, SampleOutput, SamplingConfig, bucket
-from ._slots import Request, Result, SlotTable, StopScanner, sample_output
+from ._slots import KeptIds, Request, Result, SlotTable, StopScanner, sample_output
 
 EOS, LENGTH, STOP = 1, 2, 3
 
@@ -178,7 +178,7 @@ class Engine:
                 )
             if any(r.parent == request.parent for r in map(self._requests.get, self._waiting)):
                 raise ValueError(f"request {request.parent} is already being continued")
-            _continue.check_prefix(prompt, _Ids(self._kept[request.parent][1]), 0)
+            _continue.check_prefix(prompt, KeptIds(self._kept[request.parent][1]), 0)
         need = len(prompt) + cfg.max_new_tokens - 1
         pages = _paged.pages_for(need, self.config.page_size)
         if need > self.config.max_seq_len or pages > self.config.num_pages:
@@ -321,28 +321,12 @@ class Engine:
         news = [(self._requests[rid].prompt[cached:], cached) for rid, _, cached in rows]
         t = bucket(max(len(x) for x, _ in news), self.config.prefill_buckets)
         b = bucket(len(rows), self.batch_buckets)
-        tokens = np.zeros((b, t), np.int32)
-        positions = np.zeros((b, t), np.int32)
-        write = np.zeros((b, t), bool)
-        last = np.zeros((b,), np.int32)
-        table = _paged.np_trash_table(b, self.config.max_pages, self.config.num_pages)
-        for i, ((x, start), (_, slot, cached)) in enumerate(zip(news, rows)):
-            tokens[i, : len(x)] = x
-            positions[i] = start + np.arange(t)
-            write[i, : len(x)] = True
-            last[i] = len(x) - 1
-            table[i] = self.slots.table[slot]
-            self._stats["prefill_tokens"] += len(x)
-            self._stats["prefill_saved_continuation"] += cached
+        tables = self.slots.table[[slot for _, slot, _ in rows]]
+        arrays = _paged.prefill_batch(news, tables, b, t, self.config.num_pages)
+        self._stats["prefill_tokens"] += sum(len(x) for x, _ in news)
+        self._stats["prefill_saved_continuation"] += sum(cached for _, _, cached in rows)
         logits, self.pool = self._prefill(
-            self.state,
-            self.pool,
-            jnp.asarray(tokens),
-            jnp.asarray(positions),
-            jnp.asarray(write),
-            jnp.asarray(table),
-            jnp.asarray(last),
-            graphdef=self.graphdef,
+            self.state, self.pool, *map(jnp.asarray, arrays), graphdef=self.graphdef
         )
         self._stats["prefill_calls"] += 1
         return logits
@@ -501,12 +485,3 @@ class Engine:
         res = [self.results.pop(i) for i in ids]
         stats = {k: v - before[k] for k, v in self._stats.items()}
         return sample_output(res, config.max_new_tokens, self.model_config.pad_token_id or 0, stats)
-
-
-@dataclass
-class _Ids:  # what ``_continue.check_prefix`` reads of a kept cache
-    ids: tuple[int, ...]
-    length: int = field(init=False)
-
-    def __post_init__(self):
-        self.length = len(self.ids)

@@ -200,5 +200,19 @@ def decode_segment(model, pool, args, static):
     return (toks, lps, gen - args["gen"], i, active_sum), pool
 
 
-def np_trash_table(rows: int, max_pages: int, trash: int) -> np.ndarray:
-    return np.full((rows, max_pages), trash, np.int32)
+def prefill_batch(news, tables, batch: int, t: int, trash: int):
+    """Host arrays of a prefill call: ``news`` [(tokens, start)] per row, each row's page table; rows padded
+    to ``batch`` (trash tables) and windows to ``t`` (positions past a row's tokens write to the trash page).
+    Returns (tokens, positions, write, page tables, index of each row's last token)."""
+    tokens = np.zeros((batch, t), np.int32)
+    positions = np.zeros((batch, t), np.int32)
+    write = np.zeros((batch, t), bool)
+    last = np.zeros((batch,), np.int32)
+    table = np.full((batch, tables.shape[1]), trash, np.int32)
+    for i, (x, start) in enumerate(news):
+        tokens[i, : len(x)] = x
+        positions[i] = start + np.arange(t)
+        write[i, : len(x)] = True
+        last[i] = len(x) - 1
+        table[i] = tables[i]
+    return tokens, positions, write, table, last

@@ -47,6 +47,17 @@ class Result:
     kept: bool = False
 
 
+@dataclass
+class KeptIds:
+    """The token ids a kept cache holds (what ``models._continue.check_prefix`` reads)."""
+
+    ids: tuple[int, ...]
+
+    @property
+    def length(self) -> int:
+        return len(self.ids)
+
+
 class SlotTable:
     """Per-slot state; ``owner[s] < 0`` marks a free slot (its page table points at the trash page)."""
 
