@@ -17,9 +17,10 @@ MAX_EOS = 16  # EOS ids per request (a fixed width: new ids never recompile)
 
 @dataclass
 class Request:
-    """A prompt (token ids) to continue. ``seed`` or ``key``: the request's own random stream. ``parent``: a
-    finished request submitted with ``keep_cache=True`` whose cached tokens this prompt extends (only the
-    added tokens are prefilled). ``keep_cache``: keep this request's KV pages after it finishes."""
+    """A prompt (token ids) to continue. ``seed`` or ``key``: the request's own random stream (two sampled
+    requests with the same prompt and seed draw the same tokens: give the k samples of a task k seeds).
+    ``parent``: a finished request submitted with ``keep_cache=True`` whose cached tokens this prompt extends
+    (only the added tokens are prefilled). ``keep_cache``: keep this request's KV pages after it finishes."""
 
     prompt: list[int]
     config: SamplingConfig = field(default_factory=SamplingConfig)
