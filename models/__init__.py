@@ -8,6 +8,7 @@ sampler, chunked log-probs, a critic, sharding rules and Orbax checkpoints. See 
     out = models.Sampler(model, tokenizer=tok).generate(prompt_ids, models.SamplingConfig(temperature=0.7))
     nxt = sampler.generate([ids + obs], cfg, caches=out.caches, keep_cache=True)  # prefill only ``obs``
     lp = models.token_logprobs(model, tokens)               # [B, T-1] fp32, chunked over tokens
+    engine = models.Engine(model, models.EngineConfig(num_slots=8))    # continuous batching, paged KV
     critic = models.Critic.from_policy(model)               # values [B, T], no vocabulary logits
 
 May import: the standard library, jax, flax, optax, orbax, numpy, ml_dtypes, safetensors, transformers
@@ -29,12 +30,14 @@ from ._config import (
 from ._continue import CacheRow
 from ._critic import Critic, load_critic
 from ._decode import DecodeConfig
+from ._engine import Engine, EngineConfig
 from ._hf import CheckpointError, expected_tensors, load_hf, save_hf
 from ._logprobs import logprobs_from_hidden, token_logprobs
 from ._model import CausalLM, Decoder, KVCache, abstract_model, cast_params, init_model
 from ._sampler import SampleOutput, Sampler, SamplingConfig
 from ._sampling import sample_tokens, top_k_mask, top_p_mask
 from ._sharding import AXES, DEFAULT_RULES, batch_sharding, make_mesh, shard_model, spec_for, state_shardings
+from ._slots import Request, Result
 from ._tokenizer import TOKENIZER_DIR, default_tokenizer, load_tokenizer, save_tokenizer, train_bpe
 
 
@@ -52,10 +55,14 @@ __all__ = [
     "CheckpointError",
     "Critic",
     "DecodeConfig",
+    "Engine",
+    "EngineConfig",
     "Decoder",
     "KVCache",
     "ModelConfig",
     "ModelSpec",
+    "Request",
+    "Result",
     "RopeScaling",
     "SampleOutput",
     "Sampler",
