@@ -56,6 +56,7 @@ def batch():
     return b
 
 
+@pytest.mark.slow  # three tiny learners compiled: ~40 s on 2 loaded cores (tests/_tiers.py)
 def test_tis_loss_matches_numpy_and_no_gap_is_the_plain_update(batch):
     actor, critic = tiny_models(seed=11)
     cfg = lambda cap: rl.LearnerConfig(
