@@ -166,7 +166,11 @@ def warmup(out, init, steps, overlap=None):
     cfg.warmup.steps, cfg.warmup.save_every = steps, 1
     cfg.overlap = overlap or OverlapConfig()
     ms = pl.run_pipeline(cfg, judge=RuleJudge())
-    return cfg, ms["warmup"], [json.loads(x) for x in (out / "warmup" / "metrics.jsonl").read_text().split()]
+    return (
+        cfg,
+        ms["warmup"],
+        [json.loads(x) for x in (out / "warmup" / "metrics.jsonl").read_text().splitlines()],
+    )
 
 
 def same_run(a, b):
@@ -175,7 +179,7 @@ def same_run(a, b):
     return [keep(r) for r in a] == [keep(r) for r in b]
 
 
-@pytest.mark.slow  # four short warm-up runs of a tiny model: ~2-4 min on 2 loaded cores
+@pytest.mark.slow  # five short warm-up runs of a tiny model: ~4 min on 2 loaded cores
 def test_warmup_off_is_on_policy_on_is_one_step_stale_and_resumes_deterministically(pretrained, tmp_path):
     cfg, m_off, off = warmup(tmp_path / "off", pretrained, 3)
     # off: the stage's hash as before the switch existed (finished stages of earlier runs are found)
@@ -191,16 +195,17 @@ def test_warmup_off_is_on_policy_on_is_one_step_stale_and_resumes_deterministica
     on = OverlapConfig(enabled=True, max_staleness=1)
     warmup(tmp_path / "on", pretrained, 2, on)
     shutil.copytree(tmp_path / "on", tmp_path / "again")
+    meta = json.loads(
+        (tmp_path / "on" / "warmup" / "checkpoints" / "step_00000002" / "learner.json").read_text()
+    )
+    # the recorded policy version and the seed (cursor) of the first batch regenerated on resume
+    assert meta["extra"]["run_step"] == 2 and meta["cursor"] == 2  # one rollout per batch here
     _, m_on, rows = warmup(tmp_path / "on", pretrained, 4, on)
     _, _, again = warmup(tmp_path / "again", pretrained, 4, on)
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and m_on.step == 4
     assert [r["async/staleness"] for r in rows] == [0.0, 1.0, 0.0, 1.0]  # regenerated after the resume
     assert [r["async/policy_version"] for r in rows] == [0.0, 0.0, 2.0, 2.0]
     assert same_run(rows, again)  # deterministic: the recorded version and cursor give the same batches
-    meta = json.loads(
-        (tmp_path / "on" / "warmup" / "checkpoints" / "step_00000002" / "learner.json").read_text()
-    )
-    assert meta["cursor"] == 2  # the seed of the first regenerated batch (one rollout per batch here)
     # it learns on stale batches: every update finite, the reward no lower than on-policy's first
     for r in rows:
         assert all(np.isfinite(r[k]) for k in ("pg_loss", "value_loss", "entropy", "actor_grad_norm"))
