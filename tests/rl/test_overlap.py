@@ -19,6 +19,7 @@ import pytest
 from flax import nnx
 
 import models
+from research.rl import MeshError
 from research.rl import pipeline as pl
 from research.rl.pipeline.overlap import OverlapConfig, OverlappedSource
 
@@ -266,3 +267,14 @@ def test_one_step_stale_ppo_with_tis_learns_a_bandit():
     assert any(r["tis/mean"] != 1.0 for r in rows[1:])  # the stale sampler's gap is weighed
     reward = [r["reward_mean"] for r in rows]
     assert np.mean(reward[:5]) < 0.3 and np.mean(reward[-5:]) > 0.6, reward
+
+
+def test_overlap_over_several_processes_is_one_clear_error(tmp_path, monkeypatch):
+    cfg = tiny_pipeline(tmp_path, overlap=OverlapConfig(enabled=True))
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    with pytest.raises(MeshError) as e:
+        pl.Runtime(cfg, judge=RuleJudge())
+    assert str(e.value) == (
+        "overlap.enabled=true needs one JAX process, got 2: set overlap.enabled=false for a run over "
+        "several processes"
+    )

@@ -282,11 +282,6 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
     key = {"stage": cfg, "reward": rt.cfg.reward, "judge": rt.cfg.judge}
     if overlap.enabled:  # off: the hash (and the stages it finds done) as before the switch existed
         key["overlap"] = overlap
-        if jax.process_count() > 1:
-            raise ValueError(
-                "overlap.enabled=true runs rollouts in a background thread of one JAX process; with "
-                f"{jax.process_count()} processes their weight gathers would race the learner's collectives"
-            )
     h = config_hash(key, prev)
     d = _dir(rt, stage)
     if (m := Manifest.find(d, h)) is not None:
