@@ -183,7 +183,7 @@ def same_run(a, b):
 @pytest.mark.slow  # five short warm-up runs of a tiny model: ~4 min on 2 loaded cores
 def test_warmup_off_is_on_policy_on_is_one_step_stale_and_resumes_deterministically(pretrained, tmp_path):
     cfg, m_off, off = warmup(tmp_path / "off", pretrained, 3)
-    # off: the stage's hash as before the switch existed (finished stages of earlier runs are found)
+    # off: the overlap settings stay out of the stage's hash (its key as before the switch existed)
     prev = pl.Manifest.load(pretrained)
     before = pl.config_hash({"stage": cfg.warmup, "reward": cfg.reward, "judge": cfg.judge}, prev)
     assert m_off.config_hash == before and not any(k.startswith("async/") for k in off[0])
