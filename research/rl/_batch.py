@@ -46,6 +46,8 @@ class RLBatch(NamedTuple):
     ref_logprobs: object = None
     advantages: object = None
     returns: object = None
+    # float32 [B, T]: truncated importance weights of the sampler/learner gap (LossConfig.tis_cap; else None)
+    tis_weights: object = None
 
 
 @dataclass

@@ -34,6 +34,10 @@ class LossConfig:
     # The sampler's: log-probs are of log_softmax(logits / T). None: 1.0 in a learner of its own; the staged
     # pipeline sets each stage's to its rollout's sampling temperature (one home for it).
     temperature: float | None = None
+    # Truncated importance sampling of the sampler/learner gap (verl's TIS): each token's policy-gradient
+    # term times min(exp(old learner log-prob - sampler log-prob), tis_cap). None or 0: off. Needs
+    # LearnerConfig.old_logprobs=recompute (with the sampler's as old log-probs there is no gap to weigh).
+    tis_cap: float | None = None
 
 
 @dataclass

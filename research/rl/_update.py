@@ -69,6 +69,34 @@ def explained_variance(pred, target, mask):
     return 1.0 - var(target - pred) / jnp.maximum(var(target), 1e-8)
 
 
+def tis_enabled(cfg: LearnerConfig) -> bool:
+    """Whether truncated importance sampling is on (``LossConfig.tis_cap``), the cap checked."""
+    cap = cfg.loss.tis_cap
+    if cap is None or cap == 0:
+        return False
+    if not cap > 0:
+        raise ValueError(f"loss.tis_cap must be > 0 (or 0 / null: off), got {cap}")
+    if cfg.old_logprobs != "recompute":
+        raise ValueError(
+            f"loss.tis_cap={cap} weighs the gap between the learner's recomputed old log-probs and the "
+            f"sampler's: it needs old_logprobs=recompute, got {cfg.old_logprobs!r}"
+        )
+    return True
+
+
+def tis_weights(old, sampler, mask, cap: float):
+    """(min(exp(old - sampler), cap) [B, T], metrics): the truncated importance weight of each token sampled
+    by the sampler's policy (a stale snapshot, or an inference engine's numerics) for the learner's old
+    policy. Computed as exp(min(old - sampler, log cap)) so a wild token cannot overflow, and exactly 1 where
+    the two log-probs agree. Metrics over policy tokens: ``tis/mean`` (after truncation), ``tis/clipped_frac``
+    (tokens whose weight was truncated)."""
+    log_w = old - sampler
+    log_cap = jnp.log(jnp.asarray(cap, F32))
+    w = jnp.exp(jnp.minimum(log_w, log_cap))
+    clipped = (log_w > log_cap).astype(F32)
+    return w, {"tis/mean": masked_mean(w, mask), "tis/clipped_frac": masked_mean(clipped, mask)}
+
+
 def prepare(state: TrainState, batch: RLBatch, ref_params, *, actor_def, critic_def, ref_def, cfg):
     """Fill old log-probs, values, reference log-probs, advantages and returns (no gradients)."""
     lc = cfg.loss
@@ -77,6 +105,7 @@ def prepare(state: TrainState, batch: RLBatch, ref_params, *, actor_def, critic_
     m = batch.response_mask.astype(F32)
     metrics = {}
     old = batch.old_logprobs
+    tis = None
     if state.actor is not None:
         lp, ent = logprobs(actor_def, state.actor, batch.tokens, cfg, entropy=True)
         metrics["entropy"] = masked_mean(ent, m)
@@ -85,6 +114,9 @@ def prepare(state: TrainState, batch: RLBatch, ref_params, *, actor_def, critic_
             old = lp
         elif cfg.old_logprobs != "sampler":
             raise ValueError(f"old_logprobs must be recompute or sampler, got {cfg.old_logprobs!r}")
+        if tis_enabled(cfg):
+            tis, tis_metrics = tis_weights(lp, batch.old_logprobs, m, lc.tis_cap)
+            metrics.update(tis_metrics)
     vals = None if state.critic is None else values(critic_def, state.critic, batch.tokens)
     rewards = batch.token_rewards
     ref = None
@@ -99,7 +131,9 @@ def prepare(state: TrainState, batch: RLBatch, ref_params, *, actor_def, critic_
     metrics.update(advantage_mean=masked_mean(adv, m), return_mean=masked_mean(ret, m))
     if vals is not None:
         metrics.update(value_mean=masked_mean(vals, m), explained_variance=explained_variance(vals, ret, m))
-    out = batch._replace(old_logprobs=old * m, values=vals, ref_logprobs=ref, advantages=adv, returns=ret)
+    out = batch._replace(
+        old_logprobs=old * m, values=vals, ref_logprobs=ref, advantages=adv, returns=ret, tis_weights=tis
+    )
     return out, metrics
 
 
@@ -149,6 +183,8 @@ def _actor_loss(params, mb, dens, *, actor_def, cfg):
     out = logprobs(actor_def, params, mb.tokens, cfg, entropy=need_entropy)
     lp, ent = out if need_entropy else (out, None)
     pg, clipped, ratio = POLICY_LOSSES.get(lc.policy_loss)(lp, mb.old_logprobs, mb.advantages, lc)
+    if mb.tis_weights is not None:  # truncated importance sampling (prepare): a constant per token
+        pg = pg * mb.tis_weights
     pg_loss = num(pg, m) / dens["agg"]
     loss = pg_loss
     tok = lambda x: (x * m).sum() / dens["tokens"]  # token-mean metrics, summable over micro-batches

@@ -21,8 +21,10 @@ from .._devices import DevicesConfig
 from .._distributed import DistributedConfig
 from .._mesh import MeshConfig
 from .._rewards import RewardConfig
+from .._update import tis_enabled
 from .agent_env import AgentEnvConfig
 from .filters import RFTFilterConfig
+from .overlap import OverlapConfig
 from .pretrain import PretrainConfig
 from .sft import SFTConfig
 
@@ -174,6 +176,9 @@ class PipelineConfig:
     value: ValueConfig = field(default_factory=ValueConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    # The warm-up's and PPO's rollouts generated in a background thread while the learner updates (one step
+    # off-policy by default; docs/rl.md "Overlapping rollouts and learning"). Off: on-policy, as before.
+    overlap: OverlapConfig = field(default_factory=OverlapConfig)
     seed: int = 0  # the run's seed: added to every seed below (model, pretraining, rollouts, learners)
     skills: bool = False  # the toy environment has no skill library (see docs/rl.md)
     time_budget_s: float | None = None  # stop cleanly (checkpoint + manifest) when it runs out
@@ -240,6 +245,8 @@ class PipelineConfig:
                     f"{name}.rollout.temperature={stage.rollout.temperature}: the learner must score "
                     "tokens at the sampling temperature (set only the rollout's)"
                 )
+        for name in ("warmup", "ppo"):  # one line now, not a trace-time error inside the first update
+            tis_enabled(getattr(self, name).learner)
         if self.value.on not in ("all", "accepted"):
             raise ValueError(f"value.on must be all or accepted, got {self.value.on!r}")
         if -1 not in self.mesh.sizes():  # else once the device count is known (run_pipeline)
@@ -272,6 +279,7 @@ __all__ = [
     "AdvantageConfig",
     "EvalConfig",
     "MeshConfig",
+    "OverlapConfig",
     "PPOConfig",
     "PipelineConfig",
     "RFTConfig",

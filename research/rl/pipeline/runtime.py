@@ -65,6 +65,12 @@ class Runtime:
         if self.mesh is not None:
             cfg.check_mesh_rows(MeshConfig(*(self.mesh.shape[a] for a in AXES)))
         self.process, processes = jax.process_index(), jax.process_count()
+        if processes > 1 and cfg.overlap.enabled:
+            # the rollout thread's weight gathers (collectives) would race the learner's in the main thread
+            raise MeshError(
+                f"overlap.enabled=true needs one JAX process, got {processes}: "
+                "set overlap.enabled=false for a run over several processes"
+            )
         if processes > 1 and self.mesh is None:
             # one learner per process would train alone (and Orbax would write its shards from each)
             raise MeshError(

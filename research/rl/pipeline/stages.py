@@ -45,6 +45,7 @@ from .config import CRITIC_FREE
 from .evaluate import eval_rollout, evaluate_policy
 from .filters import rft_filter
 from .manifest import Manifest, config_hash
+from .overlap import OverlappedSource
 from .pretrain import pretrain
 from .rollout_metrics import rollout_metrics
 from .runtime import DeadlineReached, Runtime, build_policy
@@ -233,23 +234,32 @@ def _cycle(rt: Runtime, batches: list, box: dict, metrics: dict):
 
 
 # --- stages 1 and 4 --------------------------------------------------------------------------------------
+def _generate(rt: Runtime, sampler, rollout, cursor, temperature):
+    """(packed batch, next cursor, rollout metrics) of the rollout batch at ``cursor`` (up to three in a row
+    when one has no trainable episode)."""
+    for _ in range(3):
+        records = rt.env.rollout(sampler, rollout, int(cursor))
+        cursor = int(cursor) + 1
+        _check_sampling(records, temperature)
+        batch, drops, _ = _pack(rt, records, rollout.max_len, rollout.episodes, rollout.turns)
+        if batch is not None:
+            break
+    else:
+        raise RuntimeError("three rollout batches in a row had no trainable episode (see dropped/*)")
+    metrics = rollout_metrics(records, rt.cfg.reward)
+    metrics.update(drops.as_metrics("pack_dropped/"))
+    metrics.update({f"time/{k}": v for k, v in {**rt.env.timings, **rt.timings}.items()})
+    return batch, cursor, metrics
+
+
 def _rollout_source(rt: Runtime, learner: Learner, rollout, box):
+    """On-policy: each step samples its batch with the learner's current weights, then learns on it."""
+
     def source(cursor):
         rt.check_deadline()
         sampler = rt.sampler(learner.actor_model(), rollout)  # the learner's current weights, swapped in
-        for _ in range(3):
-            records = rt.env.rollout(sampler, rollout, int(cursor))
-            cursor = int(cursor) + 1
-            _check_sampling(records, learner.config.loss.temperature)
-            batch, drops, _ = _pack(rt, records, rollout.max_len, rollout.episodes, rollout.turns)
-            if batch is not None:
-                break
-        else:
-            raise RuntimeError("three rollout batches in a row had no trainable episode (see dropped/*)")
+        batch, cursor, metrics = _generate(rt, sampler, rollout, cursor, learner.config.loss.temperature)
         box["cursor"] = cursor
-        metrics = rollout_metrics(records, rt.cfg.reward)
-        metrics.update(drops.as_metrics("pack_dropped/"))
-        metrics.update({f"time/{k}": v for k, v in {**rt.env.timings, **rt.timings}.items()})
         return batch, cursor, metrics
 
     return source
@@ -268,7 +278,11 @@ def _check_sampling(records, temperature: float | None) -> None:
 
 
 def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: bool) -> Manifest:
-    h = config_hash({"stage": cfg, "reward": rt.cfg.reward, "judge": rt.cfg.judge}, prev)
+    overlap = rt.cfg.overlap
+    key = {"stage": cfg, "reward": rt.cfg.reward, "judge": rt.cfg.judge}
+    if overlap.enabled:  # off: the hash (and the stages it finds done) as before the switch existed
+        key["overlap"] = overlap
+    h = config_hash(key, prev)
     d = _dir(rt, stage)
     if (m := Manifest.find(d, h)) is not None:
         return m
@@ -293,16 +307,20 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
     )
     del actor, critic, reference  # the learner holds its own (donated) copies
     box: dict = {}
-    rows, truncated = _learner_stage(
-        rt,
-        stage,
-        learner,
-        _rollout_source(rt, learner, cfg.rollout, box),
-        cfg.steps,
-        cfg.save_every,
-        "ppo",
-        box,
-    )
+    if overlap.enabled:
+        temperature = learner.config.loss.temperature
+
+        def generate(model, cursor):  # in the rollout thread: the sampler, the environment, its judge
+            return _generate(rt, rt.sampler(model, cfg.rollout), cfg.rollout, cursor, temperature)
+
+        source = OverlappedSource(learner, generate, cfg.steps, overlap.max_staleness, box, rt.check_deadline)
+    else:
+        source = _rollout_source(rt, learner, cfg.rollout, box)
+    try:
+        rows, truncated = _learner_stage(rt, stage, learner, source, cfg.steps, cfg.save_every, "ppo", box)
+    finally:
+        if overlap.enabled:
+            source.close()
     m = _manifest(
         rt,
         stage,
