@@ -61,13 +61,14 @@ def main(cfg: DictConfig) -> None:
 
     from models import CheckpointError, UnsupportedModelError
     from research.agent.policies.chat import TemplateError
+    from research.evaluation import ProtocolError
     from research.rl import MeshError
     from research.rl.pipeline import run_pipeline, stage_line
     from research.rl.pipeline.sft import DemoFileError
     from research.rollout import TrajectoryError
 
     errors = (CheckpointError, UnsupportedModelError, MeshError, TemplateError, DemoFileError)
-    errors += (TrajectoryError,)
+    errors += (TrajectoryError, ProtocolError)
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO under Hydra
     with user_errors(cfg, *errors, paths=["init", "model.checkpoint", "sft.demos"]):

@@ -146,10 +146,16 @@ class Runtime:
         splits: dict[str, list] = {}
         for t in tasks:
             splits.setdefault(t.split, []).append(t)
-        env = AgentEnv(splits, self.client, cfg.judge, self.tokenizer, self.template, cfg.agent)
+        if cfg.tasks.protocol:  # the study's splits: the test splits never reach the environment
+            from research.evaluation.protocol import load_protocol
+            from research.evaluation.protocol_tasks import TRAINING_SPLITS, protocol_splits
+
+            splits = protocol_splits(tasks, load_protocol(cfg.tasks.protocol), TRAINING_SPLITS)
+        draw = ("train",) if cfg.tasks.protocol else None
+        env = AgentEnv(splits, self.client, cfg.judge, self.tokenizer, self.template, cfg.agent, draw)
         self.env = split_env(env)
         eval_cfg = cfg.eval.judge or cfg.judge
-        eval_env = AgentEnv(splits, self.client, eval_cfg, self.tokenizer, self.template, cfg.agent)
+        eval_env = AgentEnv(splits, self.client, eval_cfg, self.tokenizer, self.template, cfg.agent, draw)
         self.eval_env = split_env(eval_env)
         self.interim_eval_env = self.eval_env
 
