@@ -39,7 +39,9 @@ def protocol_splits(
     ``split`` set to its protocol split); every split of ``keep`` must be complete in ``tasks``."""
     bad = [s for s in keep if s not in POOL_SPLITS]
     if bad:
-        raise ProtocolError(f"split {bad[0]!r} is not a split of the task source's tasks ({list(POOL_SPLITS)})")
+        raise ProtocolError(
+            f"split {bad[0]!r} is not a split of the task source's tasks ({list(POOL_SPLITS)})"
+        )
     by_split = split_tasks(protocol, [protocol_view(t) for t in tasks])
     return {s: [_relabel(v["task"], s) for v in by_split[s]] for s in keep}
 

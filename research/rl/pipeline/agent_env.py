@@ -103,7 +103,8 @@ class AgentEnv:
         """The tasks of rollout batch ``cursor``: episodes / group_size tasks, group_size episodes each."""
         if self.draw_splits is not None and cfg.split not in self.draw_splits:
             raise ValueError(
-                f"rollout.split={cfg.split}: with tasks.protocol rollouts draw only from {list(self.draw_splits)}"
+                f"rollout.split={cfg.split}: with tasks.protocol rollouts draw only from "
+                f"{list(self.draw_splits)}"
             )
         pool = self.tasks(cfg.split)
         n = cfg.episodes // cfg.group_size
