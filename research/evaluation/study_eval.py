@@ -33,12 +33,17 @@ from research.agent import RunConfig, TasksConfig, make_policy, read_jsonl, run_
 from research.agent.runner import RESULTS
 
 from .paired import (
+    HEADLINE,
     ResultsError,
     RunResults,
+    ablation_table,
     check_run,
+    compare,
+    format_ablations,
+    format_compare,
     format_pass_at_k,
+    pair_runs,
     pass_at_k_table,
-    report,
     result_from_verdict,
 )
 from .protocol import KERNELBENCH, SPLITS, Protocol, ProtocolError, load_protocol, record_evaluation
@@ -66,6 +71,9 @@ class StudyConfig:
     results: str = ""  # the study-results/1 file; "": <out_dir>/<run>.<split>.seed<seed>.json
     runs: list[str] = field(default_factory=list)  # compare: [a, b, ablation, ...] result files
     ks: list[int] = field(default_factory=list)  # pass@k of sampled runs; empty: 1, 2, 4, ..., n
+    metric: str = (
+        HEADLINE  # compare: the ablation table's binary metric (pass where timing is not comparable)
+    )
     n_boot: int = 10000
 
     def __post_init__(self) -> None:
@@ -228,5 +236,9 @@ def compare_results(study: StudyConfig) -> dict[str, Any]:
         if len(set(names)) != len(names):
             raise ResultsError(f"two result files of the same run name in study.runs: {names}")
         ablations = {r.run: r for r in greedy[2:]}
-        out.update(report(greedy[0], greedy[1], ablations or None, n_boot=study.n_boot))
+        out["compare"] = compare(pair_runs(greedy[0], greedy[1]), n_boot=study.n_boot)
+        print(format_compare(out["compare"]))
+        if ablations:
+            out["ablations"] = ablation_table(greedy[0], ablations, metric=study.metric, n_boot=study.n_boot)
+            print(format_ablations(out["ablations"]))
     return out

@@ -1,0 +1,152 @@
+"""The study's evaluation main (experiments.study): a policy on one protocol split through the real agent loop
+into study-results/1 rows, test splits touched once, pass@k rows of sampled decoding, and the comparison of
+result files; user mistakes are one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from research.evaluation import RunResults, TaskResult, check_run, load_protocol
+from research.evaluation.paired import pass_at_k_table
+from tests.hydra_mains import run_main
+from tests.rl.agent_fixtures import solve_script
+
+from .study_fixtures import write_pool, write_pool_protocol
+
+
+def _argv(tmp_path, pool, manifest, *extra):
+    script = tmp_path / "solve.json"
+    script.write_text(json.dumps(solve_script()))
+    return [
+        "policy=scripted",
+        f"policy.script={script}",
+        "sandbox=cpu",
+        f"sandbox.cache_dir={tmp_path / 'cache'}",
+        "sandbox.num_compile_workers=1",
+        "tasks=data",
+        f"tasks.path={pool}",
+        "agent.max_turns=4",
+        "agent.skills=false",
+        "judge.num_trials=2",
+        "judge.families=[]",
+        "judge.time_candidate=false",
+        "progress=false",
+        f"study.protocol={manifest}",
+        f"out_dir={tmp_path / 'out'}",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+        *extra,
+    ]
+
+
+@pytest.mark.integration  # starts a CPU sandbox: three scripted episodes judged under the Triton interpreter
+def test_study_eval_scripted_cpu(tmp_path, monkeypatch, capsys):
+    pool = write_pool(tmp_path / "data")
+    protocol, manifest = write_pool_protocol(pool, tmp_path / "protocol.json")
+    results = tmp_path / "sft.test_seen.json"
+    argv = _argv(
+        tmp_path, pool, manifest, "study.run=sft", "study.split=test_seen", f"study.results={results}"
+    )
+    assert run_main("study", argv, monkeypatch) is None
+    run = RunResults.load(results)
+    check_run(run, load_protocol(manifest))
+    (row,) = run.results
+    assert (row.task, row.seed, row.sample, row.passed) == (protocol.splits["test_seen"][0], 0, 0, True)
+    assert row.status == "correct" and row.faster_than_compile is None  # CPU mode: no comparable timing
+    assert [(e["split"], e["run"]) for e in load_protocol(manifest).evaluations] == [("test_seen", "sft")]
+    # the same test split again for the same run: refused before any episode, in one line
+    capsys.readouterr()
+    assert run_main("study", argv, monkeypatch) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err.startswith("error: test split test_seen was already evaluated for run 'sft'") and "\n" not in err
+    )
+    # sampled decoding on dev: a row per sample, pass@k from them (dev is not guarded)
+    dev = tmp_path / "sft.dev.json"
+    argv = _argv(
+        tmp_path,
+        pool,
+        manifest,
+        "study.run=sft",
+        "study.split=dev",
+        "study.decoding=sampled",
+        "study.samples=2",
+        f"study.results={dev}",
+        f"out_dir={tmp_path / 'out_dev'}",
+    )
+    assert run_main("study", argv, monkeypatch) is None
+    run = RunResults.load(dev)
+    check_run(run, load_protocol(manifest))
+    assert sorted((r.task, r.sample, r.passed) for r in run.results) == [
+        (protocol.splits["dev"][0], 0, True),
+        (protocol.splits["dev"][0], 1, True),
+    ]
+    assert "pass@1 1.000" in capsys.readouterr().out
+
+
+def _rows(passed, sample=0, seed=0):
+    return [
+        TaskResult(f"t{i}", seed, "correct" if p else "incorrect", bool(p), sample=sample)
+        for i, p in enumerate(passed)
+    ]
+
+
+def test_compare_prints_pass_at_k_and_the_headline(tmp_path, monkeypatch, capsys):
+    full = RunResults("full", "dev", _rows([1, 1, 1, 0, 1, 1]))
+    sft = RunResults("sft", "dev", _rows([1, 0, 0, 0, 1, 0]))
+    abl = RunResults("no_rft", "dev", _rows([1, 1, 0, 0, 1, 0]))
+    sampled = RunResults(
+        "full-k3",
+        "dev",
+        _rows([1, 0, 0, 0, 1, 0]) + _rows([1, 1, 0, 0, 0, 0], 1) + _rows([0, 0, 0, 0, 1, 0], 2),
+    )
+    paths = []
+    for r in (full, sft, abl, sampled):
+        paths.append(r.save(tmp_path / f"{r.run}.json"))
+    # pass@k by hand: per task c of n=3 correct: t0 2, t1 1, t2..t3 0, t4 2, t5 0
+    table = pass_at_k_table(sampled, [1, 2, 3], n_boot=200)["pass_at"]
+    assert table[1]["pass_at_k"] == pytest.approx((2 / 3 + 1 / 3 + 2 / 3) / 6)
+    assert table[2]["pass_at_k"] == pytest.approx((1 + (1 - 1 / 3) + 1) / 6)  # c=1: 1 - C(2,2)/C(3,2)
+    assert table[3]["pass_at_k"] == pytest.approx(3 / 6)
+    argv = ["study.mode=compare", f"study.runs=[{','.join(map(str, paths))}]", "study.n_boot=200"]
+    argv += ["study.metric=pass"]
+    argv += [f"hydra.run.dir={tmp_path / 'hydra'}"]
+    assert run_main("study", argv, monkeypatch) is None
+    out = capsys.readouterr().out
+    assert "full (a) vs sft (b) on dev, 6 tasks" in out
+    assert "no_rft" in out and "Holm" in out
+    assert "full-k3 on dev: 6 tasks x 1 seeds, 3 samples each: pass@1 0.278" in out
+    # a results file that is not there: one line, exit 2
+    argv = [
+        "study.mode=compare",
+        f"study.runs=[{tmp_path / 'nope.json'}]",
+        f"hydra.run.dir={tmp_path / 'h2'}",
+    ]
+    assert run_main("study", argv, monkeypatch) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: no results file at {tmp_path / 'nope.json'}"
+
+
+def test_sampled_rows_are_not_paired_and_samples_are_checked(tmp_path):
+    sampled = RunResults("k2", "dev", _rows([1, 0]) + _rows([0, 0], 1))
+    with pytest.raises(Exception, match="2 samples per task and seed: paired comparisons take one"):
+        sampled.grid()
+    gap = RunResults("k2", "dev", _rows([1, 0]) + _rows([0], 1))
+    with pytest.raises(Exception, match="task t1 has no result for seed 0 sample 1"):
+        gap.sample_grid()
+    back = RunResults.load(sampled.save(tmp_path / "k2.json"))
+    assert sorted(r.sample for r in back.results) == [0, 0, 1, 1]
+
+
+def test_study_config_errors_are_one_line(tmp_path, monkeypatch, capsys):
+    for extra, want in [
+        (["study.split=tests"], "study.split must be one of"),
+        (["study.decoding=greedy", "study.samples=4"], "greedy takes 1 sample"),
+        (["study.split=dev"], "study.run is required"),
+        (["study.run=x", f"study.protocol={tmp_path / 'none.json'}"], "study.protocol="),
+    ]:
+        argv = [*extra, f"hydra.run.dir={tmp_path / 'h'}"]
+        assert run_main("study", argv, monkeypatch) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert want in err and "\n" not in err, (extra, err)
