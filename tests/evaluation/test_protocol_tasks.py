@@ -123,6 +123,7 @@ def test_runtime_builds_the_agent_env_from_the_protocol(tmp_path):
         assert set(env.splits) == {"train", "dev"}
         assert env.draw_splits == ("train",)
         assert [protocol_view(t)["id"] for t in env.splits["train"]] == protocol.splits["train"]
+    assert rt.train_tasks == {t.id for t in rt.env.splits["train"]}  # SFT's demo filter
     # the pool changed after the protocol was fixed: the run refuses to start
     pool_path.write_text(pool_path.read_text().replace("randn(64)", "randn(65)"))
     with pytest.raises(ProtocolError, match="changed since the protocol was fixed"):
