@@ -150,3 +150,34 @@ def test_study_config_errors_are_one_line(tmp_path, monkeypatch, capsys):
         assert run_main("study", argv, monkeypatch) == 2, extra
         err = capsys.readouterr().err.strip()
         assert want in err and "\n" not in err, (extra, err)
+
+
+def test_training_config_gives_the_evaluation_its_tasks_and_ppo_budgets(tmp_path):
+    """study.train_config: the training run's saved config (experiments.train's save_config) sets the
+    agent loop's turns, context, tokens per turn, agent settings and tasks as its PPO rollout played them."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import experiments.train  # noqa: F401  (registers the task schemas conf/env/agent.yaml composes)
+    from experiments._hydra import CONF
+    from research.agent import RunConfig
+    from research.evaluation.study_eval import StudyError, read_training, with_training
+
+    overrides = ["env=agent", "preset=agent_cpu", "tasks.protocol=/p/protocol.json", "ppo.rollout.turns=5"]
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose(config_name="train", overrides=overrides)
+    OmegaConf.save(cfg, tmp_path / "config.yaml", resolve=True)
+    run, temperature = with_training(RunConfig(), read_training(tmp_path))
+    ro = cfg.ppo.rollout
+    assert (run.agent.max_turns, run.agent.max_context_tokens, run.policy.max_tokens) == (
+        5,
+        ro.max_context,
+        ro.max_turn_tokens,
+    )
+    assert run.agent.mode == "agentic" and temperature == ro.temperature
+    assert (run.agent.skills, run.agent.max_observation_bytes) == (cfg.agent.skills, 1024)
+    assert run.tasks.protocol == "/p/protocol.json" and run.tasks.problems_dir == cfg.tasks.problems_dir
+    (tmp_path / "toy").mkdir()
+    OmegaConf.save(OmegaConf.create({"env": "toy"}), tmp_path / "toy" / "config.yaml")
+    with pytest.raises(StudyError, match="not an env=agent training config"):
+        read_training(tmp_path / "toy")
