@@ -24,7 +24,8 @@ def protocol_view(task: Any) -> dict[str, Any]:
     meta = getattr(task, "meta", {}) or {}
     rec, toy = meta.get("record"), meta.get("toy_task")
     if rec is not None:
-        cats = (rec.category,) if getattr(rec, "category", None) else ()
+        one = getattr(rec, "category", None)
+        cats = tuple(getattr(rec, "categories", None) or ()) or ((one,) if one else ())
         return {"id": str(rec.id), "source": rec.source, "categories": cats, "task": task}
     if toy is not None:
         return {"id": str(toy.id), "source": toy.source, "categories": tuple(toy.categories), "task": task}
