@@ -128,3 +128,37 @@ def test_runtime_builds_the_agent_env_from_the_protocol(tmp_path):
     pool_path.write_text(pool_path.read_text().replace("randn(64)", "randn(65)"))
     with pytest.raises(ProtocolError, match="changed since the protocol was fixed"):
         Runtime(_agent_cfg(tmp_path, pool_path, manifest), client=object())
+
+
+def test_kernelbench_split_picks_the_checkout_problems_the_protocol_kept(tmp_path):
+    """study.split=kernelbench_l1 plays the checkout's problems (find_tasks ids = ProblemIndex keys) that
+    decontamination kept; a problem the training pool contains (the scale op) is not among them."""
+    from research.agent import TasksConfig, find_tasks
+    from research.agent.data_tasks import read_records
+    from research.evaluation import ProtocolConfig, make_protocol
+    from research.evaluation.study_eval import _split_picker
+    from tests.rl.agent_fixtures import SCALE_PROBLEM
+
+    from .test_protocol import KB_CONV
+
+    kb = tmp_path / "kb"
+    (kb / "level1").mkdir(parents=True)
+    (kb / "level1" / "1_Scale.py").write_text(SCALE_PROBLEM)  # mul: inside every training task
+    (kb / "level1" / "2_Conv.py").write_text(KB_CONV)
+    pool_path = write_pool(tmp_path / "data")
+    cfg = ProtocolConfig(
+        heldout_category="reduction",
+        n_dev=1,
+        n_test_seen=1,
+        n_test_heldout=1,
+        min_test_tasks=1,
+        kernelbench_dir=str(kb),
+    )
+    protocol = make_protocol(read_records(pool_config(pool_path)), cfg)
+    assert protocol.splits["kernelbench_l1"] == ["level1/2_Conv"]
+    chosen = []
+    picked = _split_picker(protocol, "kernelbench_l1", chosen)(find_tasks(TasksConfig(problems_dir=str(kb))))
+    assert [(t.id, t.split) for t in picked] == [("level1/2_Conv", "kernelbench_l1")] and chosen == picked
+    (kb / "level1" / "2_Conv.py").rename(kb / "level1" / "2_Conv2d.py")
+    with pytest.raises(ProtocolError, match="1 kernelbench_l1 problems not in the checkout"):
+        _split_picker(protocol, "kernelbench_l1", [])(find_tasks(TasksConfig(problems_dir=str(kb))))
