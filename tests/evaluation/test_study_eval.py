@@ -181,3 +181,16 @@ def test_training_config_gives_the_evaluation_its_tasks_and_ppo_budgets(tmp_path
     OmegaConf.save(OmegaConf.create({"env": "toy"}), tmp_path / "toy" / "config.yaml")
     with pytest.raises(StudyError, match="not an env=agent training config"):
         read_training(tmp_path / "toy")
+
+
+def test_a_policy_that_cannot_load_is_not_a_look_at_the_test_split(tmp_path, monkeypatch, capsys):
+    pool = write_pool(tmp_path / "data")
+    _, manifest = write_pool_protocol(pool, tmp_path / "protocol.json")
+    argv = _argv(tmp_path, pool, manifest, "study.run=sft", "study.split=test_seen")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[not json")
+    argv = [a if not a.startswith("policy.script=") else f"policy.script={bad}" for a in argv]
+    assert run_main("study", argv, monkeypatch) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: policy.script={bad}: not valid JSON") and "\n" not in err
+    assert load_protocol(manifest).evaluations == []  # the test split is still untouched
