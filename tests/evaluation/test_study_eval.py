@@ -194,3 +194,27 @@ def test_a_policy_that_cannot_load_is_not_a_look_at_the_test_split(tmp_path, mon
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: policy.script={bad}: not valid JSON") and "\n" not in err
     assert load_protocol(manifest).evaluations == []  # the test split is still untouched
+
+
+def test_a_task_left_without_a_verdict_is_a_failed_row(tmp_path):
+    """The loop's results.jsonl lacks a task (an infrastructure error): its row is written as failed."""
+    from research.agent.data_tasks import data_tasks
+    from research.evaluation.protocol_tasks import protocol_splits
+    from research.evaluation.study_eval import _rows
+
+    from .study_fixtures import pool_config
+
+    pool = write_pool(tmp_path / "data")
+    protocol, _ = write_pool_protocol(pool, tmp_path / "protocol.json", n_dev=2)
+    tasks = protocol_splits(data_tasks(pool_config(pool), tmp_path / "p", lambda: "cpu"), protocol)["dev"]
+    results = tmp_path / "results.jsonl"
+    rec = {"task": tasks[0].id, "status": "correct", "speedups": {"eager": 1.2}, "comparable": True}
+    results.write_text(json.dumps(rec) + "\n")
+    rows = _rows(tasks, results, seed=2, sample=1, split="dev")
+    run = RunResults("r", "dev", rows, protocol.sha256)
+    check_run(run, protocol)
+    assert [(r.task, r.seed, r.sample, r.status, r.passed) for r in rows] == [
+        (protocol.splits["dev"][0], 2, 1, "correct", True),
+        (protocol.splits["dev"][1], 2, 1, "error", False),
+    ]
+    assert rows[0].faster_than_eager is True and rows[0].speedup_vs_eager == 1.2
