@@ -4,6 +4,8 @@ environment (env=toy, the default).
     python -m experiments.train env=agent preset=agent_cpu model=hf model.checkpoint=CKPT \
         tasks.problems_dir=DIR sft.demos=RUN/trajectories.jsonl out_dir=OUT   # every stage + export, CPU
 
+    python -m experiments.train env=agent tasks=data tasks.path=DATA tasks.protocol=P.json eval.splits=[dev] \
+        out_dir=runs/full-s0                                  # a study run: train/dev of a fixed protocol
     python -m experiments.train preset=toy_cpu out_dir=runs/toy_cpu         # pretrain + 4 stages on CPU
     python -m experiments.train out_dir=runs/toy ablation=no_rft             # GPU sizes, one ablation
     python -m experiments.train stage=rft init=runs/toy/warmup/manifest.json out_dir=runs/toy
@@ -61,13 +63,14 @@ def main(cfg: DictConfig) -> None:
 
     from models import CheckpointError, UnsupportedModelError
     from research.agent.policies.chat import TemplateError
+    from research.evaluation import ProtocolError
     from research.rl import MeshError
     from research.rl.pipeline import run_pipeline, stage_line
     from research.rl.pipeline.sft import DemoFileError
     from research.rollout import TrajectoryError
 
     errors = (CheckpointError, UnsupportedModelError, MeshError, TemplateError, DemoFileError)
-    errors += (TrajectoryError,)
+    errors += (TrajectoryError, ProtocolError)
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO under Hydra
     with user_errors(cfg, *errors, paths=["init", "model.checkpoint", "sft.demos"]):

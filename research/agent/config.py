@@ -131,7 +131,11 @@ class TasksConfig:
     ``source=toy``: the first ``limit`` tasks of each picked split (default ``toy_split``) of
     ``research.toyenv.make_tasks`` (task seed ``toy_seed``, held-out category ``toy_heldout_category``), each
     reference written as a KernelBench-format problem under ``<out_dir>/problems/`` (in CPU mode at
-    ``cpu_size(task, cpu_rows)``, the size the RL pipeline judges there). ``limit`` must be > 0."""
+    ``cpu_size(task, cpu_rows)``, the size the RL pipeline judges there). ``limit`` must be > 0.
+
+    ``protocol``: a study protocol (``research.evaluation`` ``protocol.json``) over this source's tasks: its
+    splits (``train``, ``dev``, ``test_seen``, ``test_heldout``) replace the source's own, each task checked
+    against the source hash the protocol recorded (``research.agent.protocol_splits``)."""
 
     source: str = "dir"
     problems_dir: str = "examples/problems"
@@ -145,6 +149,7 @@ class TasksConfig:
     toy_seed: int = 0
     toy_heldout_category: str = "normalization"
     cpu_rows: int = 6
+    protocol: str = ""
 
     def __post_init__(self):
         if self.source not in TASK_SOURCES:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -37,14 +38,22 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def run_agent(cfg: RunConfig, *, policy: Policy | None = None, client: SandboxClient | None = None) -> dict:
-    """Run every task not yet in ``out_dir/results.jsonl``; returns the summary (also written)."""
+def run_agent(
+    cfg: RunConfig,
+    *,
+    policy: Policy | None = None,
+    client: SandboxClient | None = None,
+    pick: Callable[[list[Task]], list[Task]] | None = None,
+) -> dict:
+    """Run every task not yet in ``out_dir/results.jsonl``; returns the summary (also written). ``pick``:
+    which of the loaded tasks run (e.g. a study protocol's split); None: all."""
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     own_policy, own_client = policy is None, client is None
     client = client or SandboxClient(cfg.sandbox, cfg.judge)
     try:
         tasks = load_tasks(cfg.tasks, out, lambda: _device(client))
+        tasks = pick(tasks) if pick is not None else tasks
         policy = policy or make_policy(cfg.policy)
         return _run(cfg, out, tasks, policy, client)
     finally:

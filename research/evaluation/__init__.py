@@ -15,12 +15,14 @@
 - The study (docs/study_protocol.md): ``make_protocol`` / ``write_protocol`` / ``record_evaluation``
   (splits fixed before the final runs, test splits touched once), ``stats`` (Wilson, exact sign and McNemar,
   permutation, paired bootstrap, geomean CI, Holm) and ``paired`` (``RunResults``, ``compare``,
-  ``ablation_table``, ``study_report``).
+  ``ablation_table``, ``study_report``, ``pass_at_k_table``); ``protocol_tasks`` applies a protocol to the
+  agent loop's tasks (the training pipeline's ``tasks.protocol``) and ``study_eval`` evaluates a policy on
+  one split (``python -m experiments.study``; not imported here: it loads the agent loop).
 
-May import: the standard library, numpy, yaml, matplotlib, tqdm, pyarrow (Parquet),
-``research.agent.summary``, ``research.data`` (op extraction, categories), and the sandbox only through
-``kernels_env.client``. Never imports hydra/omegaconf (entry points: ``experiments/solutions.py``,
-``experiments/figures.py``), jax or ``models``.
+May import: the standard library, numpy, yaml, matplotlib, tqdm, pyarrow (Parquet), ``research.agent``
+(its summary; ``study_eval``: the agent loop), ``research.data`` (op extraction, categories), and the
+sandbox only through ``kernels_env.client``. Never imports hydra/omegaconf (entry points:
+``experiments/solutions.py``, ``experiments/figures.py``, ``experiments/study.py``), jax or ``models``.
 """
 
 from .ablations import CURVES, Point, ablation_table, collect, curves, format_ablations
@@ -30,7 +32,16 @@ from .evaluate_set import SolutionSetConfig, evaluate_solution_set
 from .judging import judge_solutions, materialise, read_results
 from .kernelbench import ENV_VAR, KernelBenchNotFound, Problem, ProblemIndex, find_kernelbench
 from .labels import labels, level_label, result_labels
-from .paired import ResultsError, RunResults, TaskResult, check_run, compare, pair_runs, result_from_verdict
+from .paired import (
+    ResultsError,
+    RunResults,
+    TaskResult,
+    check_run,
+    compare,
+    pair_runs,
+    pass_at_k_table,
+    result_from_verdict,
+)
 from .paired import ablation_table as study_ablations
 from .paired import report as study_report
 from .protocol import (
@@ -91,6 +102,7 @@ __all__ = [
     "make_protocol",
     "materialise",
     "pair_runs",
+    "pass_at_k_table",
     "protocol_table",
     "read_audit",
     "run_tasks",

@@ -56,6 +56,7 @@ class TaskResult:
     faster_than_compile: bool | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    sample: int = 0  # which of k samples of the task (sampled decoding, pass@k); greedy: 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -72,12 +73,13 @@ class TaskResult:
                 passed=bool(d["pass"]),
                 **{k: d.get(k) for k in ("faster_than_eager", "faster_than_compile")},
                 **{k: d.get(k) for k in ("speedup_vs_eager", "speedup_vs_compile")},
+                sample=int(d.get("sample", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ResultsError(f"result row {dict(d)!r:.80} lacks or mistypes a field ({exc})") from None
 
 
-def result_from_verdict(task: str, seed: int, verdict: Mapping[str, Any]) -> TaskResult:
+def result_from_verdict(task: str, seed: int, verdict: Mapping[str, Any], sample: int = 0) -> TaskResult:
     """A row from a sandbox verdict (``status``, ``speedups``, ``timings``), scored by the sandbox's
     summary: a failure is never faster; a correct one without comparable timing has ``faster_*`` null."""
     status = str(verdict.get("status"))
@@ -108,6 +110,7 @@ def result_from_verdict(task: str, seed: int, verdict: Mapping[str, Any]) -> Tas
         faster("compile"),
         sp.get("eager") if ok else None,
         sp.get("compile") if ok else None,
+        int(sample),
     )
 
 
@@ -153,23 +156,38 @@ class RunResults:
             d.get("protocol_sha256"),
         )
 
-    def grid(self) -> tuple[list[str], list[int], dict[tuple[str, int], TaskResult]]:
-        """(tasks, seeds, (task, seed) -> row), checking one row per task and seed and the same seeds for
-        every task."""
-        cells: dict[tuple[str, int], TaskResult] = {}
+    def sample_grid(self) -> tuple[list[str], list[int], list[int], dict[tuple[str, int, int], TaskResult]]:
+        """(tasks, seeds, samples, (task, seed, sample) -> row), checking one row per task, seed and sample
+        and the same seeds and samples for every task."""
+        cells: dict[tuple[str, int, int], TaskResult] = {}
         for r in self.results:
-            if (r.task, r.seed) in cells:
-                raise ResultsError(f"run {self.run}: task {r.task} seed {r.seed} appears twice")
-            cells[(r.task, r.seed)] = r
-        tasks = sorted({t for t, _ in cells})
-        seeds = sorted({s for _, s in cells})
+            if (r.task, r.seed, r.sample) in cells:
+                what = f" sample {r.sample}" if r.sample else ""
+                raise ResultsError(f"run {self.run}: task {r.task} seed {r.seed}{what} appears twice")
+            cells[(r.task, r.seed, r.sample)] = r
+        tasks = sorted({t for t, _, _ in cells})
+        seeds = sorted({s for _, s, _ in cells})
+        samples = sorted({i for _, _, i in cells})
         for t in tasks:
             for s in seeds:
-                if (t, s) not in cells:
-                    raise ResultsError(f"run {self.run}: task {t} has no result for seed {s}")
+                for i in samples:
+                    if (t, s, i) not in cells:
+                        what = f" sample {i}" if len(samples) > 1 else ""
+                        raise ResultsError(f"run {self.run}: task {t} has no result for seed {s}{what}")
         if not tasks:
             raise ResultsError(f"run {self.run}: no results")
-        return tasks, seeds, cells
+        return tasks, seeds, samples, cells
+
+    def grid(self) -> tuple[list[str], list[int], dict[tuple[str, int], TaskResult]]:
+        """(tasks, seeds, (task, seed) -> row), checking one row per task and seed and the same seeds for
+        every task: the paired comparisons' view (one greedy sample per task and seed)."""
+        tasks, seeds, samples, cells = self.sample_grid()
+        if len(samples) > 1:
+            raise ResultsError(
+                f"run {self.run} has {len(samples)} samples per task and seed: paired comparisons take one "
+                "(greedy) result per task and seed; a sampled run reports pass@k"
+            )
+        return tasks, seeds, {(t, s): r for (t, s, _), r in cells.items()}
 
 
 def check_run(run: RunResults, protocol: Protocol) -> None:
@@ -179,7 +197,7 @@ def check_run(run: RunResults, protocol: Protocol) -> None:
         raise ResultsError(f"run {run.run}: the protocol has no split {run.split!r}")
     if run.protocol_sha256 and run.protocol_sha256 != protocol.sha256:
         raise ResultsError(f"run {run.run} was evaluated under another protocol ({run.protocol_sha256[:12]})")
-    tasks, _, _ = run.grid()
+    tasks, _, _, _ = run.sample_grid()
     want = set(protocol.splits[run.split])
     missing, extra = sorted(want - set(tasks)), sorted(set(tasks) - want)
     if missing or extra:
@@ -212,6 +230,45 @@ def pair_runs(a: RunResults, b: RunResults) -> dict[str, Any]:
             for t in ta
         ],
     }
+
+
+def pass_at_k_table(
+    run: RunResults, ks: list[int] | None = None, n_boot: int = 10000, seed: int = 0
+) -> dict[str, Any]:
+    """pass@k of a run with n samples per task and seed (Chen et al. 2021's unbiased estimator per task
+    and seed, ``stats.pass_at_k``), averaged over seeds then tasks, with a bootstrap CI over tasks; ``ks``
+    default: 1, 2, 4, ... up to n and n itself. A greedy run (one sample) has pass@1 only."""
+    tasks, seeds, samples, cells = run.sample_grid()
+    n = len(samples)
+    ks = ks or sorted({*(2**i for i in range(n.bit_length()) if 2**i <= n), n})
+    bad = [k for k in ks if not 1 <= k <= n]
+    if bad:
+        raise ResultsError(f"run {run.run}: pass@{bad[0]} needs 1 <= k <= {n} (its samples per task)")
+    correct = np.array(
+        [[sum(cells[(t, s, i)].passed for i in samples) for s in seeds] for t in tasks], dtype=int
+    )
+    rows = {}
+    for k in ks:
+        per = np.vectorize(lambda c, k=k: stats.pass_at_k(n, int(c), k))(correct).astype(float)
+        est, boot = stats.bootstrap_means(per, n_boot, seed)
+        lo, hi = np.quantile(boot, [0.025, 0.975])
+        rows[k] = {"pass_at_k": est, "lo": float(lo), "hi": float(hi)}
+    return {
+        "run": run.run,
+        "split": run.split,
+        "n_tasks": len(tasks),
+        "n_seeds": len(seeds),
+        "n": n,
+        "pass_at": rows,
+    }
+
+
+def format_pass_at_k(table: Mapping[str, Any]) -> str:
+    head = f"{table['run']} on {table['split']}: {table['n_tasks']} tasks x {table['n_seeds']} seeds, "
+    cells = [
+        f"pass@{k} {r['pass_at_k']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]" for k, r in table["pass_at"].items()
+    ]
+    return head + f"{table['n']} samples each: " + ", ".join(cells) + " (95% bootstrap over tasks)"
 
 
 def _matrix(paired: Mapping[str, Any], side: str, key: str) -> np.ndarray | None:

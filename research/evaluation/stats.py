@@ -214,3 +214,15 @@ def holm(pvalues, alpha: float = 0.05) -> dict:
     adj = np.empty(m)
     adj[order] = adj_sorted
     return {"adjusted": adj.tolist(), "reject": (adj <= alpha).tolist(), "alpha": alpha}
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one task from ``n`` samples of which ``c`` are correct (Chen et al. 2021,
+    "Evaluating Large Language Models Trained on Code", eq. 1): 1 - C(n - c, k) / C(n, k), the chance that
+    k samples drawn without replacement from the n include a correct one. Computed as the product
+    1 - prod_{i = n - c + 1}^{n} (1 - k / i) (their numerically stable form)."""
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))

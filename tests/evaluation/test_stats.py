@@ -142,3 +142,35 @@ def test_bad_inputs_are_one_line_errors():
         stats.paired_bootstrap([1, 0, 1], [1, 0])
     with pytest.raises(ValueError, match="NaN"):
         stats.sign_test([1.0, float("nan")], [0.0, 0.0])
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "want"),
+    [
+        (5, 2, 1, 2 / 5),  # pass@1 is the sample mean c / n
+        (5, 2, 2, 1 - 3 / 10),  # 1 - C(3,2)/C(5,2)
+        (5, 2, 3, 1 - 1 / 10),  # 1 - C(3,3)/C(5,3)
+        (5, 2, 4, 1.0),  # fewer than k failures: every k-subset holds a correct sample
+        (10, 3, 5, 1 - 21 / 252),  # 1 - C(7,5)/C(10,5)
+        (4, 0, 2, 0.0),
+        (4, 4, 1, 1.0),
+    ],
+)
+def test_pass_at_k_hand_computed(n, c, k, want):
+    assert stats.pass_at_k(n, c, k) == pytest.approx(want, abs=1e-12)
+
+
+def test_pass_at_k_is_the_share_of_k_subsets_with_a_correct_sample():
+    for n, c in ((6, 1), (7, 3), (8, 5)):
+        outcomes = [1] * c + [0] * (n - c)
+        for k in range(1, n + 1):
+            subsets = list(itertools.combinations(outcomes, k))
+            want = sum(any(s) for s in subsets) / len(subsets)
+            assert stats.pass_at_k(n, c, k) == pytest.approx(want, abs=1e-12)
+
+
+def test_pass_at_k_rejects_bad_counts():
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        stats.pass_at_k(3, 1, 4)
+    with pytest.raises(ValueError, match="0 <= c <= n"):
+        stats.pass_at_k(3, 4, 1)

@@ -329,3 +329,13 @@ def test_sft_steps_lower_the_nll(chat, tmp_path):
     print("nll", first["nll_token_mean"], nll)
     assert all(b < a for a, b in zip([first["nll_token_mean"], *nll], nll))  # each step lowers it
     assert nll[-1] < first["nll_token_mean"] - 0.5
+
+
+def test_a_protocol_keeps_demos_of_train_tasks_only(chat, tools, tmp_path):
+    """With tasks.protocol, SFT never clones a demo of a dev or test task (Runtime.train_tasks)."""
+    records = [demo(task="train/a"), demo(task="train/b"), demo(task="test/c"), demo(task="dev/d")]
+    path = write(tmp_path / "d.jsonl", records)
+    kept, drops = demo_trajectories(SFTConfig(demos=str(path)), chat, tools, {"train/a", "train/b"})
+    assert [t.task_id for t in kept] == ["train/a", "train/b"] and dict(drops) == {"not_a_train_task": 2}
+    kept, drops = demo_trajectories(SFTConfig(demos=str(path)), chat, tools)  # no protocol: every demo
+    assert len(kept) == 4 and not dict(drops)

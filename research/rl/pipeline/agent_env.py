@@ -82,8 +82,11 @@ class AgentEnv:
         tokenizer,
         template,
         cfg: AgentEnvConfig,
+        draw_splits: tuple[str, ...] | None = None,
     ):
         self.splits = {k: list(v) for k, v in splits.items()}
+        # a study protocol's run draws rollouts from train only (None: any split the config names)
+        self.draw_splits = draw_splits
         self.client, self.judge, self.cfg = client, judge, cfg
         self.tokenizer, self.template = tokenizer, template
         self.tools = tool_specs(cfg.skills)
@@ -98,6 +101,11 @@ class AgentEnv:
 
     def draw(self, cfg, cursor: int) -> list[Task]:
         """The tasks of rollout batch ``cursor``: episodes / group_size tasks, group_size episodes each."""
+        if self.draw_splits is not None and cfg.split not in self.draw_splits:
+            raise ValueError(
+                f"rollout.split={cfg.split}: with tasks.protocol rollouts draw only from "
+                f"{list(self.draw_splits)}"
+            )
         pool = self.tasks(cfg.split)
         n = cfg.episodes // cfg.group_size
         rng = np.random.default_rng([cfg.seed, int(cursor)])

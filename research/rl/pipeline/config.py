@@ -209,6 +209,7 @@ class PipelineConfig:
         if self.env not in ENVS:
             raise ValueError(f"env must be one of {ENVS}, got {self.env!r}")
         self.tasks = task_config(self.env, self.tasks)
+        self._check_protocol()
         if self.sft.demos and self.env != "agent":
             raise ValueError("sft.demos: cold-start SFT renders agent conversations; it needs env=agent")
         if self.env == "toy":  # no conversations to clone: pretraining is the toy policy's start
@@ -251,6 +252,21 @@ class PipelineConfig:
             raise ValueError(f"value.on must be all or accepted, got {self.value.on!r}")
         if -1 not in self.mesh.sizes():  # else once the device count is known (run_pipeline)
             self.check_mesh_rows(self.mesh)
+
+    def _check_protocol(self) -> None:
+        """A study protocol (``tasks.protocol``): rollouts on ``train``, the in-pipeline evaluation on
+        ``dev`` only (the test splits are evaluated once, after training: ``experiments.study``)."""
+        if self.env != "agent" or not self.tasks.protocol:
+            return
+        for name in ("warmup", "rft", "ppo"):
+            split = getattr(self, name).rollout.split
+            if split != "train":
+                raise ValueError(f"{name}.rollout.split={split}: with tasks.protocol rollouts use train only")
+        if self.eval.enabled and list(self.eval.splits) != ["dev"]:
+            raise ValueError(
+                f"eval.splits={list(self.eval.splits)}: with tasks.protocol the in-pipeline evaluation uses "
+                "the dev split only (set eval.splits=[dev])"
+            )
 
     def check_mesh_rows(self, mesh: MeshConfig) -> None:
         """Every batch a learner of this run shards must split over ``mesh``'s row shards (MeshError

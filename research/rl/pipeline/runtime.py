@@ -86,6 +86,7 @@ class Runtime:
         self._samplers: dict[tuple, models.Sampler] = {}
         self._start_error: BaseException | None = None
         self.client = None
+        self.train_tasks: set[str] | None = None  # a study protocol's train task ids (env=agent)
         if cfg.env == "agent":
             self._agent_env(client)
             return
@@ -152,10 +153,18 @@ class Runtime:
         splits: dict[str, list] = {}
         for t in tasks:
             splits.setdefault(t.split, []).append(t)
-        env = AgentEnv(splits, self.client, cfg.judge, self.tokenizer, self.template, cfg.agent)
+        if cfg.tasks.protocol:  # the study's splits: the test splits never reach the environment
+            from research.evaluation.protocol import load_protocol
+            from research.evaluation.protocol_tasks import TRAINING_SPLITS, protocol_splits
+
+            splits = protocol_splits(tasks, load_protocol(cfg.tasks.protocol), TRAINING_SPLITS)
+        # with a protocol, SFT clones demos of train tasks only (None: every demo)
+        self.train_tasks = {t.id for t in splits["train"]} if cfg.tasks.protocol else None
+        draw = ("train",) if cfg.tasks.protocol else None
+        env = AgentEnv(splits, self.client, cfg.judge, self.tokenizer, self.template, cfg.agent, draw)
         self.env = split_env(env)
         eval_cfg = cfg.eval.judge or cfg.judge
-        eval_env = AgentEnv(splits, self.client, eval_cfg, self.tokenizer, self.template, cfg.agent)
+        eval_env = AgentEnv(splits, self.client, eval_cfg, self.tokenizer, self.template, cfg.agent, draw)
         self.eval_env = split_env(eval_env)
         self.interim_eval_env = self.eval_env
 

@@ -197,13 +197,17 @@ def _read_demo(path: Path, n: int, line: str) -> dict[str, Any]:
     return {**rec, "reward": reward}
 
 
-def demo_trajectories(cfg: SFTConfig, chat: ChatFormat, tools) -> tuple[list[Trajectory], DropCounter]:
+def demo_trajectories(
+    cfg: SFTConfig, chat: ChatFormat, tools, train_tasks: set[str] | None = None
+) -> tuple[list[Trajectory], DropCounter]:
     """The demonstrations of ``cfg.demos`` rendered for the learner, and the count of dropped ones by
     reason: a non-policy verdict status (the status), ``no_reward`` / ``non_finite_reward`` /
     ``below_min_reward`` (with ``min_reward``), ``no_assistant_turn``, ``end_of_turn_in_text``,
     ``too_long`` (over ``max_len``). A kept demo whose reward is None gets 0.0: SFT never reads it, and
-    packing needs a number. Each keeps its file and line in ``info["source"]`` and its verdict in
-    ``info["verdict"]`` (not as ``Trajectory.verdict``: a demo's reward is given, not judged again)."""
+    packing needs a number. ``train_tasks`` (a study protocol's train split): a demo of any other task is
+    dropped (``not_a_train_task``), so no dev or test task is cloned. Each keeps its file and line in
+    ``info["source"]`` and its verdict in ``info["verdict"]`` (not as ``Trajectory.verdict``: a demo's
+    reward is given, not judged again)."""
     path = demos_path(cfg.demos)
     kept, drops, seen = [], DropCounter(), 0
     with path.open() as f:
@@ -228,6 +232,9 @@ def demo_trajectories(cfg: SFTConfig, chat: ChatFormat, tools) -> tuple[list[Tra
                     drops["below_min_reward"] += 1
                     continue
             task = str(rec.get("task", ""))
+            if train_tasks is not None and task not in train_tasks:
+                drops["not_a_train_task"] += 1
+                continue
             try:
                 traj = render_demo(chat, rec["messages"], tools, task_id=task, reward=reward)
             except Dropped as d:

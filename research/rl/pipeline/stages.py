@@ -360,7 +360,7 @@ def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
     d = _dir(rt, "sft")
     if (m := Manifest.find(d, h)) is not None:
         return m
-    trajs, drops = demo_trajectories(c, rt.chat, rt.env.tools)
+    trajs, drops = demo_trajectories(c, rt.chat, rt.env.tools, rt.train_tasks)
     if not trajs:
         raise ValueError(f"sft.demos={path}: no demonstration is usable ({dict(drops)})")
     batches = []

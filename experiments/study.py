@@ -1,0 +1,52 @@
+"""The study's evaluations: a policy on one protocol split (results rows, test splits touched once), and the
+comparison of result files (docs/study_protocol.md, "Running the study").
+
+    python -m experiments.study study.run=full-s0 study.split=test_seen study.train_config=runs/full-s0 \
+        policy=flax policy.model=runs/full-s0/final_policy sandbox=gpu
+    python -m experiments.study study.run=full-s0 study.split=dev study.decoding=sampled study.samples=8 ...
+    python -m experiments.study study.mode=compare study.protocol=P.json study.runs=[FULL.json,SFT.json]
+
+Eval writes <out_dir>/<run>.<split>.seed<seed>.json (study-results/1) and the episodes under sample<i>/.
+"""
+
+from __future__ import annotations
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from experiments._hydra import CONF, to_dataclass, user_errors
+from research.agent import AgentConfigError, RunConfig
+from research.evaluation.study_eval import StudyConfig
+
+
+def to_config(cfg: DictConfig, out_dir: str = "outputs/study") -> tuple[StudyConfig, RunConfig]:
+    """(the study's settings, the agent loop's); ``out_dir`` when the config leaves it null."""
+    node = OmegaConf.to_container(cfg, resolve=True)
+    node.pop("hydra", None)
+    study = to_dataclass(StudyConfig, node.pop("study"), where="study")
+    node["out_dir"] = node.get("out_dir") or out_dir
+    return study, to_dataclass(RunConfig, node, where="policy/agent/tasks/sandbox/judge")
+
+
+CONFIG_NAME = "study"
+
+
+@hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from models import CheckpointError
+    from research.evaluation import ProtocolError, ResultsError
+    from research.evaluation.study_eval import StudyError, compare_results, evaluate_split
+
+    errors = (AgentConfigError, ProtocolError, ResultsError, StudyError, CheckpointError)
+    paths = ["policy.script", "study.protocol", "study.train_config"]
+    with user_errors(cfg, *errors, dirs={"tasks.problems_dir": None}, paths=paths):
+        study, run = to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir)
+        if study.mode == "compare":
+            compare_results(study)
+        else:
+            evaluate_split(study, run)
+
+
+if __name__ == "__main__":
+    main()
