@@ -92,6 +92,62 @@ def test_packing_round_trip_and_too_long_dropped():
     assert b < len(kept)  # several trajectories per row
 
 
+@pytest.mark.parametrize("estimator", ["gae", "grpo", "rloo", "trloo"])
+def test_packed_advantages_stay_per_trajectory(estimator):
+    """Fast variant of the learner tests' advantage check: the same values and rewards in both layouts
+    give the same advantages and returns; the estimator run on the packed rows as they are would not."""
+    padded, packed = _both(_records())
+    lay = packed.segments
+    s, length = np.asarray(lay.index).shape
+    vals = np.random.default_rng(3).normal(size=(s, length)).astype(np.float32)
+    v_pad = np.zeros(padded.tokens.shape, np.float32)
+    v_pad[:s, :length] = vals
+    v_pack = np.zeros(packed.tokens.size + 1, np.float32)
+    v_pack[np.asarray(lay.index)] = vals
+    v_pack = v_pack[:-1].reshape(packed.tokens.shape)
+    cfg = rl.LearnerConfig(advantage=rl.AdvantageConfig(estimator=estimator))
+    args = lambda b, v: (b.token_rewards, v, b.response_mask, b.token_discounts, b.turn_ids)
+    adv_a, ret_a = rl.compute_advantages(*args(padded, v_pad), padded.group_ids, cfg.advantage)
+    pk = jax.tree.map(jnp.asarray, packed)
+    adv_b, ret_b = _update._advantages(pk, pk.token_rewards, jnp.asarray(v_pack), pk.response_mask, cfg)
+    m = _rows(padded.response_mask, lay)
+    for a, b in ((adv_a, adv_b), (ret_a, ret_b)):
+        assert np.max(np.abs(_rows(a, lay) - _unpack(b, lay) * m)) < 1e-5
+    assert np.abs(_rows(adv_a, lay)).max() > 0.1
+    naive, _ = rl.compute_advantages(*args(packed, v_pack), packed.group_ids, cfg.advantage)
+    assert np.max(np.abs(_rows(adv_a, lay) - _unpack(naive, lay) * m)) > 1e-2  # rows mix trajectories
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum"])
+def test_segment_aggregations_count_trajectories(aggregation):
+    """The loss aggregation over a packed batch's segments equals the padded batch's over rows."""
+    padded, packed = _both(_records())
+    lay = packed.segments
+    s, length = np.asarray(lay.index).shape
+    loss = np.random.default_rng(4).normal(size=(s, length)).astype(np.float32)
+    l_pad = np.zeros(padded.tokens.shape, np.float32)
+    l_pad[:s, :length] = loss
+    l_pack = np.zeros(packed.tokens.size + 1, np.float32)
+    l_pack[np.asarray(lay.index)] = loss
+    l_pack = l_pack[:-1].reshape(packed.tokens.shape)
+    want = rl.aggregate(jnp.asarray(l_pad), jnp.asarray(padded.response_mask), aggregation)
+    got = rl.aggregate(
+        jnp.asarray(l_pack), jnp.asarray(packed.response_mask), aggregation, segment_ids=packed.segment_ids
+    )
+    np.testing.assert_allclose(float(got), float(want), rtol=1e-6)
+    if aggregation != "token_mean":  # per row, a packed row would count as one trajectory
+        rows = rl.aggregate(jnp.asarray(l_pack), jnp.asarray(packed.response_mask), aggregation)
+        assert abs(float(rows) - float(want)) > 1e-3
+
+
+def test_micro_count_follows_the_token_budget():
+    batch = rl.RLBatch(*(np.zeros((12, 16)),) * 7)
+    count = lambda budget: _update.micro_count(batch, rl.LearnerConfig(micro_batch_tokens=budget))
+    assert [count(x) for x in (16, 31, 32, 48, 100, 192, 10**6, 1)] == [12, 12, 6, 4, 2, 1, 1, 12]
+    assert _update.micro_count(batch, rl.LearnerConfig(micro_batches=3)) == 3
+
+
+@pytest.mark.slow  # compiles the learner for both layouts (~1 min on 2 loaded cores); fast variants above
 @pytest.mark.parametrize(
     "estimator,aggregation",
     [
@@ -144,6 +200,7 @@ def _grads(loss, params, batch, cfg, **defs):
     return jax.grad(lambda p: loss(p, batch, dens, cfg=cfg, **defs), has_aux=True)(params)
 
 
+@pytest.mark.slow  # compiles RFT, value and their steps for both layouts; fast variants above
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean"])
 def test_packed_rft_and_value_losses_equal_padded(aggregation):
     padded, packed = _both(_records())
@@ -176,6 +233,7 @@ def test_packed_rft_and_value_losses_equal_padded(aggregation):
     assert "batch/pad_fraction" in steps[1].value_step(packed)
 
 
+@pytest.mark.slow  # compiles two learners' gradients and updates; fast variant: micro_count above
 @pytest.mark.parametrize("packing", [False, True])
 def test_token_budget_micro_batches_equal_full_batch(packing):
     batch, _, _ = rl.pack_trajectories(
