@@ -185,6 +185,9 @@ def test_packed_ppo_equals_padded(estimator, aggregation):
     (lpa, ea), (lpb, eb) = lp(learner.state.actor, learner.put(padded)), lp(learner.state.actor, prep_b)
     for a, b in ((lpa, lpb), (ea, eb)):
         assert np.max(np.abs(_rows(a, lay) * m - _unpack(b, lay) * m)) < 1e-5
+    seg = np.asarray(packed.segment_ids)
+    starts = (seg > 0) & (seg != np.pad(seg, ((0, 0), (1, 0)))[:, :-1])  # no prefix of its own: like entry 0
+    assert starts.sum() == len(np.asarray(lay.group_ids)) and not np.asarray(lpb)[starts].any()
     fields = ["advantages", "returns"] + (["values"] if critic is not None else [])
     for f in fields:  # per token, each trajectory's own: recomputed log-probs are the unpacked forward's
         a, b = _rows(getattr(prep_a, f), lay) * m, _unpack(getattr(prep_b, f), lay) * m
