@@ -11,8 +11,8 @@ sampler, chunked log-probs, a critic, sharding rules and Orbax checkpoints. See 
     engine = models.Engine(model, models.EngineConfig(num_slots=8))    # continuous batching, paged KV
     critic = models.Critic.from_policy(model)               # values [B, T], no vocabulary logits
 
-May import: the standard library, jax, flax, optax, orbax, numpy, ml_dtypes, safetensors, tokenizers, transformers
-(tokenizers only; tests use its torch models as the independent reference).
+May import: the standard library, jax, flax, optax, orbax, numpy, ml_dtypes, safetensors, tokenizers,
+transformers (tokenizers only; tests use its torch models as the independent reference).
 Must never import: ``research``, ``kernels_env``, ``experiments``, hydra, omegaconf.
 """
 

@@ -27,14 +27,14 @@ class Critic(nnx.Module):
         self.value_head = nnx.Param(std * jax.random.normal(rngs.params(), (cfg.hidden_size,), F32))
         self.value_bias = nnx.Param(jnp.zeros((), F32))
 
-    def hidden_states(self, tokens, positions=None, attention_mask=None):
-        return self.model(tokens, positions, attention_mask)
+    def hidden_states(self, tokens, positions=None, attention_mask=None, *, segment_ids=None):
+        return self.model(tokens, positions, attention_mask, segment_ids=segment_ids)
 
     def values_from_hidden(self, hidden):
         return jnp.einsum("btd,d->bt", hidden.astype(F32), self.value_head[...]) + self.value_bias[...]
 
-    def __call__(self, tokens, positions=None, attention_mask=None):
-        return self.values_from_hidden(self.model(tokens, positions, attention_mask))
+    def __call__(self, tokens, positions=None, attention_mask=None, *, segment_ids=None):
+        return self.values_from_hidden(self.model(tokens, positions, attention_mask, segment_ids=segment_ids))
 
     @classmethod
     def from_policy(cls, policy: CausalLM, *, seed: int = 0, value_init_std: float | None = None) -> Critic:

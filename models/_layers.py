@@ -90,13 +90,19 @@ def apply_rope(x, positions, inv_freq):
     return out.astype(x.dtype)
 
 
-def attention(q, k, v, *, impl: str, key_mask=None):
+def attention(q, k, v, *, impl: str, key_mask=None, segment_ids=None):
     """Causal self-attention over a whole sequence. q [B,T,N,H], k/v [B,T,K,H]; key_mask [B,T] bool or None
-    (False = padding key). ``impl``: 'xla' or 'cudnn' (fused flash attention, GPU only)."""
+    (False = padding key); segment_ids [B,T] int or None: several sequences packed in a row, a query attends
+    only to keys of its own segment (block-diagonal and causal). ``impl``: 'xla' or 'cudnn' (fused flash
+    attention, GPU only). jax.nn's cudnn path has no per-segment lengths (its seq lengths are one per row),
+    so segments go in as a boolean mask there too (cuDNN turns it into a bias)."""
     mask = None
     if key_mask is not None:
         b, t = key_mask.shape
         mask = jnp.broadcast_to(key_mask[:, None, None, :], (b, 1, t, t))
+    if segment_ids is not None:
+        same = (segment_ids[:, :, None] == segment_ids[:, None, :])[:, None]  # [B, 1, T, T]
+        mask = same if mask is None else mask & same
     return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation=impl)
 
 
@@ -177,9 +183,9 @@ class Block(nnx.Module):
         q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
         return q, k, v
 
-    def __call__(self, x, positions, inv_freq, key_mask=None):
+    def __call__(self, x, positions, inv_freq, key_mask=None, segment_ids=None):
         q, k, v = self.project_qkv(x, positions, inv_freq)
-        attn = attention(q, k, v, impl=self.config.attention_impl, key_mask=key_mask)
+        attn = attention(q, k, v, impl=self.config.attention_impl, key_mask=key_mask, segment_ids=segment_ids)
         attn = checkpoint_name(attn, "attn_out")
         return self._residual_mlp(x, attn), (k, v)
 

@@ -107,12 +107,16 @@ def token_logprobs(
     temperature=1.0,
     chunk_size: int = 1024,
     return_entropy: bool = False,
+    segment_ids=None,
 ):
     """Log-probs (fp32) of ``targets`` under ``model`` run on ``tokens`` [B, T].
 
     ``targets`` [B, T]: the token each position predicts. None: next-token targets, i.e. the log-prob of
-    ``tokens[:, 1:]`` given the prefix, shape [B, T-1]. Never materialises [B, T, V] logits in fp32."""
-    hidden = model.hidden_states(tokens, positions, attention_mask)
+    ``tokens[:, 1:]`` given the prefix, shape [B, T-1]. ``segment_ids``: packed rows (see ``Decoder``); a
+    next-token target across a segment boundary is then meaningless and left to the caller to mask. Never
+    materialises [B, T, V] logits in fp32."""
+    kw = {} if segment_ids is None else {"segment_ids": segment_ids}  # models without it keep working
+    hidden = model.hidden_states(tokens, positions, attention_mask, **kw)
     if targets is None:
         hidden, targets = hidden[:, :-1], tokens[:, 1:]
     return logprobs_from_hidden(

@@ -78,9 +78,13 @@ class Decoder(nnx.Module):
     def embed_tokens(self, tokens):
         return jnp.take(self.embed[...], tokens, axis=0).astype(self.config.compute_jnp_dtype)
 
-    def __call__(self, tokens, positions=None, attention_mask=None, *, return_kv: bool = False):
+    def __call__(
+        self, tokens, positions=None, attention_mask=None, *, return_kv: bool = False, segment_ids=None
+    ):
         """Full-sequence causal forward. ``attention_mask`` [B, T] (1 = real token) masks padding keys;
-        ``return_kv`` also returns the stacked keys and values [L, B, T, K, H] (for prefill)."""
+        ``return_kv`` also returns the stacked keys and values [L, B, T, K, H] (for prefill);
+        ``segment_ids`` [B, T] packs several sequences in a row (attention stays within a segment; pass
+        ``positions`` restarting at 0 per segment)."""
         cfg = self.config
         if positions is None:
             positions = default_positions(tokens, attention_mask)
@@ -89,7 +93,7 @@ class Decoder(nnx.Module):
         graphdef, state = nnx.split(self.layers)
 
         def body(x, layer_state):
-            x, kv = nnx.merge(graphdef, layer_state)(x, positions, inv_freq, key_mask)
+            x, kv = nnx.merge(graphdef, layer_state)(x, positions, inv_freq, key_mask, segment_ids)
             return x, (kv if return_kv else None)
 
         if cfg.remat != "none":
@@ -219,11 +223,11 @@ class CausalLM(nnx.Module):
         w = self.unembedding().astype(self.config.compute_jnp_dtype)
         return unembed(hidden.astype(w.dtype), w)
 
-    def hidden_states(self, tokens, positions=None, attention_mask=None):
-        return self.model(tokens, positions, attention_mask)
+    def hidden_states(self, tokens, positions=None, attention_mask=None, *, segment_ids=None):
+        return self.model(tokens, positions, attention_mask, segment_ids=segment_ids)
 
-    def __call__(self, tokens, positions=None, attention_mask=None):
-        return self.logits(self.model(tokens, positions, attention_mask))
+    def __call__(self, tokens, positions=None, attention_mask=None, *, segment_ids=None):
+        return self.logits(self.model(tokens, positions, attention_mask, segment_ids=segment_ids))
 
     def decode(self, tokens, cache: KVCache, index, positions=None, kv_start=None):
         """Cached forward of new tokens; returns logits [B, T, V] (fp32) and the updated cache."""

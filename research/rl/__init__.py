@@ -17,7 +17,7 @@ only through ``kernels_env.client`` (the reward registry). Must never import: hy
 """
 
 from ._advantages import ADVANTAGES, compute_advantages, gae, grpo, masked_whiten, returns_to_go, rloo, trloo
-from ._batch import PackConfig, RLBatch, pack_trajectories
+from ._batch import PackConfig, RLBatch, SegmentLayout, pack_trajectories
 from ._checkpoint import CheckpointDir, restore_learner, save_learner
 from ._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
 from ._devices import DevicesConfig, apply_devices
@@ -29,6 +29,7 @@ from ._losses import (
     KL_ESTIMATORS,
     KL_PENALTIES,
     POLICY_LOSSES,
+    SEGMENT_AGGREGATIONS,
     aggregate,
     kl_k1,
     kl_k2,
@@ -63,6 +64,7 @@ __all__ = [
     "NON_POLICY_STATUSES",
     "PLACEMENTS",
     "POLICY_LOSSES",
+    "SEGMENT_AGGREGATIONS",
     "AdvantageConfig",
     "CheckpointDir",
     "DevicesConfig",
@@ -77,6 +79,7 @@ __all__ = [
     "PackConfig",
     "RLBatch",
     "RewardConfig",
+    "SegmentLayout",
     "RunConfig",
     "SyntheticSource",
     "TrainState",

@@ -18,6 +18,10 @@ sampler log-prob, its reward, the value of the prefix before it). Position 0 is 
 prompt comes first), so the learner's next-token log-probs [B, T-1] line up with entries 1..T-1. Rows are
 right-padded, so causal attention needs no padding mask (padding only follows real tokens) and positions
 are 0.. per row.
+
+``PackConfig.packing`` packs several trajectories into one row instead (_packing.py): ``segment_ids``
+number them per row (0 = padding), ``positions`` restart at 0 per segment, attention is causal within a
+segment, and ``segments`` maps every trajectory back to its own padded row for the per-trajectory math.
 """
 
 from __future__ import annotations
@@ -48,6 +52,22 @@ class RLBatch(NamedTuple):
     returns: object = None
     # float32 [B, T]: truncated importance weights of the sampler/learner gap (LossConfig.tis_cap; else None)
     tis_weights: object = None
+    # Layout (None when a batch is built by hand): segment_ids int32 [B, T], 0 = padding, else the
+    # trajectory's number within its row (1 per row when padded); positions int32 [B, T] only in a packed
+    # batch (their presence is what makes the learner pass segments to the model); segments: a packed
+    # batch's SegmentLayout, consumed by the learner's ``prepare`` (not row-aligned).
+    segment_ids: object = None
+    positions: object = None
+    segments: object = None
+
+
+class SegmentLayout(NamedTuple):
+    """Where a packed batch's trajectories are: ``index`` int32 [S, L], the flat index (row * T + column)
+    in the packed [B, T] arrays of token j of trajectory s, B * T past its end; ``group_ids`` int32 [S],
+    the trajectory's rollout group in [0, S). [S, L] is the padded layout of the same trajectories."""
+
+    index: object
+    group_ids: object
 
 
 @dataclass
@@ -57,6 +77,9 @@ class PackConfig:
     rows_multiple: int = 1  # B is rounded up (padding rows have no policy token): micro-batches x shards
     pad_id: int = 0
     max_turns: int = 64
+    # Several trajectories per row of max_len (first-fit decreasing), attention kept within each one:
+    # less padding when lengths vary (research.rl docs: "Learner at size").
+    packing: bool = False
 
 
 def _record_turns(traj: Trajectory, mask: np.ndarray) -> np.ndarray:
@@ -108,6 +131,10 @@ def pack_trajectories(
         kept.append(i)
     if not rows:
         return None, drops, kept
+    if cfg.packing:
+        from ._packing import pack_rows
+
+        return pack_rows(rows, cfg), drops, kept
     longest = max(p.size + r.size for p, r, *_ in rows)
     t = -(-longest // cfg.pad_to) * cfg.pad_to
     b = -(-len(rows) // cfg.rows_multiple) * cfg.rows_multiple
@@ -118,6 +145,7 @@ def pack_trajectories(
         "token_rewards": np.zeros((b, t), np.float32),
         "token_discounts": np.ones((b, t), np.float32),
         "turn_ids": np.full((b, t), -1, np.int32),
+        "segment_ids": np.zeros((b, t), np.int32),
     }
     groups: dict = {}
     group_ids = np.arange(b, dtype=np.int32)  # padding rows: groups of their own
@@ -130,6 +158,7 @@ def pack_trajectories(
         out["token_rewards"][j, p : p + n] = r
         out["token_discounts"][j, p : p + n] = d
         out["turn_ids"][j, p : p + n] = tid
+        out["segment_ids"][j, : p + n] = 1
         group_ids[j] = groups.setdefault(group, len(groups))
     # Padding rows take group ids after the real ones (still < B, as the estimators need).
     group_ids[len(rows) :] = np.arange(len(groups), len(groups) + b - len(rows))

@@ -61,6 +61,8 @@ class LearnerConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
     micro_batches: int = 1  # gradient accumulation: each optimizer step sums this many micro-batches
+    # Or a token budget: as many micro-batches as keep rows x T <= this (micro_batches must stay 1).
+    micro_batch_tokens: int | None = None
     minibatches: int = 1  # optimizer steps per epoch over a rollout batch
     epochs: int = 1  # PPO epochs over a rollout batch
     chunk_size: int = 1024  # tokens per log-prob chunk ([chunk, V] fp32 logits at most)

@@ -8,6 +8,10 @@ sharded over rows on (data, fsdp). With several JAX processes (``research.rl.ini
 mesh spans every host's devices and each process passes the same global batch. Updates keep every state
 leaf's sharding (``out_shardings``), so a step never recompiles for a drifted layout. Nothing here assumes
 CUDA: the same code runs with XLA on CPU/TPU.
+
+A packed batch (``PackConfig(packing=True)``) goes through the same steps: its ``segments`` table is
+placed replicated and used by ``prepare`` only. Every step reports ``batch/pad_fraction`` (token slots
+that hold no trajectory token) when the batch came from ``pack_trajectories``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,13 @@ def _host_metrics(metrics) -> dict[str, float]:
     return {k: float(v) for k, v in jax.device_get(metrics).items()}
 
 
+def _layout_metrics(batch: RLBatch) -> dict[str, float]:
+    if batch.segment_ids is None:
+        return {}
+    seg = np.asarray(jax.device_get(batch.segment_ids))
+    return {"batch/pad_fraction": float(1.0 - np.count_nonzero(seg) / max(seg.size, 1))}
+
+
 class Learner:
     """Actor (``models.CausalLM``), critic (``models.Critic``, separate parameters; None for critic-free
     estimators) and an optional frozen reference policy (for KL penalties), trained per ``config``."""
@@ -53,6 +64,12 @@ class Learner:
             raise ValueError("a Learner needs an actor, a critic or both")
         if config.loss.kl_penalty != "none" and reference is None:
             raise ValueError(f"kl_penalty={config.loss.kl_penalty!r} needs a reference policy")
+        budget = config.micro_batch_tokens
+        if budget is not None and (config.micro_batches != 1 or budget < 1):
+            raise ValueError(
+                f"micro_batch_tokens={config.micro_batch_tokens} needs micro_batches=1 (one or the other) "
+                "and a positive budget"
+            )
         self.config, self.mesh, self.rules = config, mesh, rules
         place = (lambda m: m if m is None else models.shard_model(m, mesh, rules)) if mesh else (lambda m: m)
         actor, critic, reference = place(actor), place(critic), place(reference)
@@ -126,6 +143,13 @@ class Learner:
     # --- batches ------------------------------------------------------------------------------------------
     def put(self, batch: RLBatch) -> RLBatch:
         """Host arrays -> device arrays, rows sharded over (data, fsdp) on the learner's mesh."""
+        if batch.segments is not None:  # not row-aligned: every device holds the whole table
+            rows = self.put(batch._replace(segments=None))
+            if self.mesh is None:
+                return rows._replace(segments=jax.tree.map(jnp.asarray, batch.segments))
+            rep = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+            table = jax.tree.map(lambda x: put_replicated(np.asarray(x), rep), batch.segments)
+            return rows._replace(segments=table)
         if self.mesh is None:
             return jax.tree.map(jnp.asarray, batch)
         sharding = models.batch_sharding(self.mesh)
@@ -174,7 +198,7 @@ class Learner:
     def ppo_step(self, batch: RLBatch) -> dict[str, float]:
         """Prepare with the current weights, then epochs x mini-batches of one actor + critic update."""
         prepared, pm = self.prepare(batch)
-        return self._run(self._ppo, prepared, pm)
+        return {**self._run(self._ppo, prepared, pm), **_layout_metrics(batch)}
 
     def update(self, prepared: RLBatch) -> dict[str, float]:
         """Exactly one jitted actor + critic optimizer step on a prepared (device) batch."""
@@ -198,13 +222,14 @@ class Learner:
 
     def rft_step(self, batch: RLBatch) -> dict[str, float]:
         """Rejection fine-tuning: NLL of the policy tokens (the caller keeps only accepted trajectories)."""
-        return self._run(self._rft, self.put(batch), {})
+        rows = self.put(batch._replace(segments=None))  # no advantages: the table is not needed
+        return {**self._run(self._rft, rows, {}), **_layout_metrics(batch)}
 
     def value_step(self, batch: RLBatch) -> dict[str, float]:
         """Value pretraining: GAE targets from the current critic on frozen-policy trajectories; the
         explained variance reported is of the values before this step's updates."""
         prepared, pm = self.prepare(batch)
-        return self._run(self._value, prepared, pm)
+        return {**self._run(self._value, prepared, pm), **_layout_metrics(batch)}
 
     # --- models and checkpoints --------------------------------------------------------------------------
     def actor_model(self):

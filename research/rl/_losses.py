@@ -7,6 +7,9 @@ whole mini-batch, so gradient accumulation gives the full batch's gradient exact
 * ``seq_mean_token_mean``: mean over rows of each row's token mean (every trajectory weighs the same);
 * ``seq_mean_token_sum``: sum of each row's token losses, averaged over rows (Dr. GRPO's unbiased form).
 
+In a packed batch (several trajectories per row, ``segment_ids``) "row" reads "trajectory":
+``SEGMENT_AGGREGATIONS`` holds the same three over segments, equal to the padded batch's up to rounding.
+
 KL estimators of KL(pi || ref) from tokens sampled from pi, with log r = log ref - log pi (Schulman's k1,
 k2, k3). As *values* k1 = -log r and k3 = r - log r - 1 are unbiased, k3 with lower variance and never
 negative. As *losses* they differ: the gradient of k3 differentiated on samples is
@@ -19,6 +22,7 @@ GRPO recipes use; it is the *biased* choice.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from ._registry import Registry
@@ -27,6 +31,7 @@ F32 = jnp.float32
 POLICY_LOSSES = Registry("policy loss")
 KL_ESTIMATORS = Registry("KL estimator")
 AGGREGATIONS = Registry("aggregation")
+SEGMENT_AGGREGATIONS = Registry("aggregation over packed segments")
 KL_PENALTIES = ("none", "k1_reward", "k3_loss")
 
 
@@ -110,13 +115,50 @@ AGGREGATIONS.register("seq_mean_token_sum")(
 )
 
 
-def aggregate(loss, mask, mode: str, denominator=None):
+def _segment_counts(mask, seg):
+    """(policy tokens of each token's segment [B, T], segments that have policy tokens): a segment is
+    (row, segment id), slot row * T + id (ids are < T)."""
+    b, t = mask.shape
+    key = (jnp.arange(b, dtype=jnp.int32)[:, None] * t + seg.astype(jnp.int32)).reshape(-1)
+    per_slot = jax.ops.segment_sum(mask.reshape(-1), key, num_segments=b * t)
+    return per_slot[key].reshape(b, t), (per_slot > 0).astype(F32).sum()
+
+
+SEGMENT_AGGREGATIONS.register("token_mean")(
+    (lambda loss, mask, seg: (loss * mask).sum(), lambda mask, seg: jnp.maximum(mask.sum(), 1.0))
+)
+SEGMENT_AGGREGATIONS.register("seq_mean_token_mean")(
+    (
+        lambda loss, mask, seg: (loss * mask / jnp.maximum(_segment_counts(mask, seg)[0], 1.0)).sum(),
+        lambda mask, seg: jnp.maximum(_segment_counts(mask, seg)[1], 1.0),
+    )
+)
+SEGMENT_AGGREGATIONS.register("seq_mean_token_sum")(
+    (
+        lambda loss, mask, seg: (loss * mask).sum(),
+        lambda mask, seg: jnp.maximum(_segment_counts(mask, seg)[1], 1.0),
+    )
+)
+
+
+def numerator(loss, mask, mode: str, segment_ids=None):
+    """``mode``'s numerator (summable over micro-batches); per segment when ``segment_ids`` is given."""
+    if segment_ids is None:
+        return AGGREGATIONS.get(mode)[0](loss, mask.astype(F32))
+    return SEGMENT_AGGREGATIONS.get(mode)[0](loss, mask.astype(F32), segment_ids)
+
+
+def aggregate(loss, mask, mode: str, denominator=None, segment_ids=None):
     """``mode``'s aggregate of ``loss`` over ``mask``; ``denominator`` from the whole batch when ``loss`` is
     one micro-batch of it."""
-    num, den = AGGREGATIONS.get(mode)
-    mask = mask.astype(F32)
-    return num(loss, mask) / (den(mask) if denominator is None else denominator)
+    den = _denominator(mask, mode, segment_ids) if denominator is None else denominator
+    return numerator(loss, mask, mode, segment_ids) / den
 
 
-def denominator(mask, mode: str):
-    return AGGREGATIONS.get(mode)[1](mask.astype(F32))
+def _denominator(mask, mode: str, segment_ids=None):
+    if segment_ids is None:
+        return AGGREGATIONS.get(mode)[1](mask.astype(F32))
+    return SEGMENT_AGGREGATIONS.get(mode)[1](mask.astype(F32), segment_ids)
+
+
+denominator = _denominator

@@ -6,7 +6,12 @@ are jitted by :class:`research.rl.Learner`.
 Micro-batches are strided (micro-batch m holds rows m, m + M, ...): with the batch sharded in contiguous
 row blocks over (data, fsdp), every device then holds an equal share of every micro-batch and slicing
 needs no communication. Loss numerators are summed over micro-batches and divided by the denominator of
-the whole mini-batch (_losses.py), so the accumulated gradient is the full batch's gradient.
+the whole mini-batch (_losses.py), so the accumulated gradient is the full batch's gradient. With
+``micro_batch_tokens`` the count follows from the batch's shape (:func:`micro_count`).
+
+A packed batch (``positions`` set, _packing.py) runs the models with its segments; a log-prob or value
+whose prefix would cross into the previous trajectory (a segment's first token) is zeroed like entry 0 of
+a padded row, and the advantages are computed on the trajectories' own padded layout.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ import models
 from ._advantages import compute_advantages
 from ._batch import RLBatch
 from ._config import LearnerConfig
-from ._losses import AGGREGATIONS, KL_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES, denominator, value_loss
+from ._losses import KL_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES, denominator, numerator, value_loss
+from ._packing import repack, unpack
 
 F32 = jnp.float32
 BATCH_AXES = ("data", "fsdp")
@@ -40,23 +46,43 @@ class TrainState(NamedTuple):
     rng: jax.Array  # typed PRNG key (mini-batch shuffling)
 
 
-def logprobs(graphdef, params, tokens, cfg: LearnerConfig, *, entropy: bool = False):
-    """Log-probs of every token given its prefix, aligned with ``tokens`` (entry 0 is 0): [B, T] fp32."""
+def packed(batch) -> dict:
+    """The model keyword arguments of ``batch``'s layout: segments and positions when packed, else none."""
+    if batch.positions is None:
+        return {}
+    return {"segment_ids": batch.segment_ids, "positions": batch.positions}
+
+
+def _shift(a, segment_ids=None):
+    """[B, T-1] next-token quantities -> aligned with tokens (entry 0 is 0; so is each segment's first)."""
+    a = jnp.pad(a, ((0, 0), (1, 0)))
+    if segment_ids is None:
+        return a
+    same = jnp.pad(segment_ids[:, 1:] == segment_ids[:, :-1], ((0, 0), (1, 0)))
+    return jnp.where(same, a, 0.0)
+
+
+def logprobs(graphdef, params, tokens, cfg: LearnerConfig, *, entropy: bool = False, layout=None):
+    """Log-probs of every token given its prefix, aligned with ``tokens`` (entry 0 is 0): [B, T] fp32.
+    ``layout``: :func:`packed`'s keywords of a packed batch."""
+    layout = layout or {}
     out = models.token_logprobs(
         nnx.merge(graphdef, params),
         tokens,
         chunk_size=cfg.chunk_size,
         temperature=1.0 if cfg.loss.temperature is None else cfg.loss.temperature,
         return_entropy=entropy,
+        **layout,
     )
-    pad = lambda a: jnp.pad(a, ((0, 0), (1, 0)))
+    pad = lambda a: _shift(a, layout.get("segment_ids"))
     return (pad(out[0]), pad(out[1])) if entropy else pad(out)
 
 
-def values(graphdef, params, tokens):
-    """V(prefix before token t), aligned with ``tokens`` [B, T] (entry 0 is 0)."""
-    v = nnx.merge(graphdef, params)(tokens)  # v[:, t]: the prefix up to and including token t
-    return jnp.pad(v[:, :-1], ((0, 0), (1, 0)))
+def values(graphdef, params, tokens, layout=None):
+    """V(prefix before token t), aligned with ``tokens`` [B, T] (entry 0 is 0, each segment's first too)."""
+    layout = layout or {}
+    v = nnx.merge(graphdef, params)(tokens, layout.get("positions"), segment_ids=layout.get("segment_ids"))
+    return _shift(v[:, :-1], layout.get("segment_ids"))  # v[:, t]: the prefix up to and including token t
 
 
 def masked_mean(x, mask):
@@ -106,8 +132,9 @@ def prepare(state: TrainState, batch: RLBatch, ref_params, *, actor_def, critic_
     metrics = {}
     old = batch.old_logprobs
     tis = None
+    layout = packed(batch)
     if state.actor is not None:
-        lp, ent = logprobs(actor_def, state.actor, batch.tokens, cfg, entropy=True)
+        lp, ent = logprobs(actor_def, state.actor, batch.tokens, cfg, entropy=True, layout=layout)
         metrics["entropy"] = masked_mean(ent, m)
         metrics["logprob_gap_sampler"] = masked_mean(jnp.abs(lp - batch.old_logprobs), m)
         if cfg.old_logprobs == "recompute":
@@ -117,24 +144,56 @@ def prepare(state: TrainState, batch: RLBatch, ref_params, *, actor_def, critic_
         if tis_enabled(cfg):
             tis, tis_metrics = tis_weights(lp, batch.old_logprobs, m, lc.tis_cap)
             metrics.update(tis_metrics)
-    vals = None if state.critic is None else values(critic_def, state.critic, batch.tokens)
+    vals = None if state.critic is None else values(critic_def, state.critic, batch.tokens, layout)
     rewards = batch.token_rewards
     ref = None
     if lc.kl_penalty != "none":
-        ref = logprobs(ref_def, ref_params, batch.tokens, cfg)
+        ref = logprobs(ref_def, ref_params, batch.tokens, cfg, layout=layout)
         metrics["kl_ref"] = masked_mean(KL_ESTIMATORS.get("k3")(old, ref), m)
         if lc.kl_penalty == "k1_reward":
             rewards = rewards - lc.kl_coef * (old - ref) * m
-    adv, ret = compute_advantages(
-        rewards, vals, m, batch.token_discounts, batch.turn_ids, batch.group_ids, cfg.advantage
-    )
+    adv, ret = _advantages(batch, rewards, vals, m, cfg)
     metrics.update(advantage_mean=masked_mean(adv, m), return_mean=masked_mean(ret, m))
     if vals is not None:
         metrics.update(value_mean=masked_mean(vals, m), explained_variance=explained_variance(vals, ret, m))
     out = batch._replace(
-        old_logprobs=old * m, values=vals, ref_logprobs=ref, advantages=adv, returns=ret, tis_weights=tis
+        old_logprobs=old * m,
+        values=vals,
+        ref_logprobs=ref,
+        advantages=adv,
+        returns=ret,
+        tis_weights=tis,
+        segments=None,
     )
     return out, metrics
+
+
+def _advantages(batch, rewards, vals, m, cfg):
+    """The estimator on the padded layout: a packed batch's trajectories are unpacked into rows of their
+    own (so GAE, returns and group baselines never cross a trajectory) and the results packed back."""
+    args = (rewards, vals, m, batch.token_discounts, batch.turn_ids)
+    lay = batch.segments
+    if lay is None:
+        return compute_advantages(*args, batch.group_ids, cfg.advantage)
+    fills = (0.0, 0.0, 0.0, 1.0, -1)
+    rows = [None if a is None else unpack(a, lay, f) for a, f in zip(args, fills)]
+    adv, ret = compute_advantages(*rows, lay.group_ids, cfg.advantage)
+    return repack(adv, lay, m.shape), repack(ret, lay, m.shape)
+
+
+def micro_count(batch, cfg: LearnerConfig, mesh=None) -> int:
+    """Micro-batches per optimizer step: ``cfg.micro_batches``, or with ``cfg.micro_batch_tokens`` the
+    fewest whose rows (a divisor of B, a multiple of the row shards) hold at most that many [rows x T]
+    token slots; one row per shard at the least."""
+    if cfg.micro_batch_tokens is None:
+        return cfg.micro_batches
+    b, t = batch.tokens.shape
+    shards = 1 if mesh is None else mesh.shape["data"] * mesh.shape["fsdp"]
+    fits = [r for r in range(1, b + 1) if b % r == 0 and r % shards == 0]
+    if not fits:
+        raise ValueError(f"batch of {b} rows does not split over {shards} row shards")
+    within = [r for r in fits if r * t <= cfg.micro_batch_tokens]
+    return b // (max(within) if within else min(fits))
 
 
 def split_micro(batch, n: int, mesh=None):
@@ -175,12 +234,18 @@ def _apply(tx, params, opt, grads):
     return optax.apply_updates(params, updates), opt, optax.tree.norm(grads)
 
 
+def _numerator(mb, cfg):
+    """``num(loss, mask)``: the aggregation's numerator, per trajectory in a packed batch."""
+    seg = None if mb.positions is None else mb.segment_ids
+    return lambda loss, m: numerator(loss, m, cfg.loss.aggregation, seg)
+
+
 def _actor_loss(params, mb, dens, *, actor_def, cfg):
     lc = cfg.loss
-    num = AGGREGATIONS.get(lc.aggregation)[0]
+    num = _numerator(mb, cfg)
     m = mb.response_mask.astype(F32)
     need_entropy = lc.entropy_coef != 0.0
-    out = logprobs(actor_def, params, mb.tokens, cfg, entropy=need_entropy)
+    out = logprobs(actor_def, params, mb.tokens, cfg, entropy=need_entropy, layout=packed(mb))
     lp, ent = out if need_entropy else (out, None)
     pg, clipped, ratio = POLICY_LOSSES.get(lc.policy_loss)(lp, mb.old_logprobs, mb.advantages, lc)
     if mb.tis_weights is not None:  # truncated importance sampling (prepare): a constant per token
@@ -207,30 +272,31 @@ def _actor_loss(params, mb, dens, *, actor_def, cfg):
 
 
 def _critic_loss(params, mb, dens, *, critic_def, cfg):
-    num = AGGREGATIONS.get(cfg.loss.aggregation)[0]
+    num = _numerator(mb, cfg)
     m = mb.response_mask.astype(F32)
-    v = values(critic_def, params, mb.tokens)
+    v = values(critic_def, params, mb.tokens, packed(mb))
     vl, clipped = value_loss(v, mb.values, mb.returns, cfg.loss.value_clip)
     loss = num(vl, m) / dens["agg"]
     return loss, {"value_loss": loss, "value_clip_frac": (clipped * m).sum() / dens["tokens"]}
 
 
 def _rft_loss(params, mb, dens, *, actor_def, cfg):
-    num = AGGREGATIONS.get(cfg.loss.aggregation)[0]
+    num = _numerator(mb, cfg)
     m = mb.response_mask.astype(F32)
-    lp = logprobs(actor_def, params, mb.tokens, cfg)
+    lp = logprobs(actor_def, params, mb.tokens, cfg, layout=packed(mb))
     loss = num(-lp, m) / dens["agg"]
     return loss, {"nll": loss, "nll_token_mean": (-lp * m).sum() / dens["tokens"]}
 
 
 def _dens(batch, cfg):
     m = batch.response_mask.astype(F32)
-    return {"agg": denominator(m, cfg.loss.aggregation), "tokens": jnp.maximum(m.sum(), 1.0)}
+    seg = None if batch.positions is None else batch.segment_ids
+    return {"agg": denominator(m, cfg.loss.aggregation, seg), "tokens": jnp.maximum(m.sum(), 1.0)}
 
 
 def ppo_gradients(state, batch, *, actor_def, critic_def, cfg, mesh=None):
     """Accumulated (actor grads, actor metrics, critic grads, critic metrics) of a prepared mini-batch."""
-    n = cfg.micro_batches
+    n = micro_count(batch, cfg, mesh)
     dens = _dens(batch, cfg)
     micro = split_micro(batch, n, mesh)
     a_grads, a_metrics = accumulate(
@@ -265,7 +331,7 @@ def ppo_update(state, batch, *, actor_def, critic_def, actor_tx, critic_tx, cfg,
 
 def rft_update(state, batch, *, actor_def, actor_tx, cfg, mesh=None):
     """One optimizer step of the actor on the NLL of policy tokens only (observation tokens masked)."""
-    n = cfg.micro_batches
+    n = micro_count(batch, cfg, mesh)
     dens = _dens(batch, cfg)
     grads, metrics = accumulate(
         lambda p, mb: _rft_loss(p, mb, dens, actor_def=actor_def, cfg=cfg),
@@ -279,7 +345,7 @@ def rft_update(state, batch, *, actor_def, actor_tx, cfg, mesh=None):
 
 def value_update(state, batch, *, critic_def, critic_tx, cfg, mesh=None):
     """One optimizer step of the critic towards the prepared batch's GAE returns (the policy is frozen)."""
-    n = cfg.micro_batches
+    n = micro_count(batch, cfg, mesh)
     dens = _dens(batch, cfg)
     grads, metrics = accumulate(
         lambda p, mb: _critic_loss(p, mb, dens, critic_def=critic_def, cfg=cfg),

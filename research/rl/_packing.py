@@ -1,0 +1,89 @@
+"""Sequence packing: several trajectories per row of the learner's batch (``PackConfig(packing=True)``).
+
+Trajectories are placed first-fit decreasing (longest first, each into the first row with room) into rows
+of ``max_len`` tokens. A row's trajectories are numbered 1, 2, ... in ``segment_ids`` (0 = padding) and
+their ``positions`` restart at 0, so with attention kept within a segment (``models``' ``segment_ids``)
+each trajectory sees exactly what it would see alone in a row. Everything per trajectory that the learner
+computes across tokens (GAE, returns, group baselines, turn tables) runs on ``SegmentLayout``'s view: the
+[S, L] padded layout of the same trajectories, gathered from and scattered back to the packed rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._batch import PackConfig, RLBatch, SegmentLayout
+
+
+def first_fit_decreasing(lengths, capacity: int) -> list[list[int]]:
+    """Rows of item indices, each row's lengths summing to at most ``capacity`` (every length fits)."""
+    rows, room = [], []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):  # stable: ties keep record order
+        for r, free in enumerate(room):
+            if lengths[i] <= free:
+                rows[r].append(i)
+                room[r] -= lengths[i]
+                break
+        else:
+            rows.append([i])
+            room.append(capacity - lengths[i])
+    return rows
+
+
+def pack_rows(rows, cfg: PackConfig) -> RLBatch:
+    """The packed RLBatch of ``_batch.pack_trajectories``'s kept rows (prompt, response, mask, log-probs,
+    rewards, discounts, turn ids, group)."""
+    lengths = [p.size + r.size for p, r, *_ in rows]
+    placed = first_fit_decreasing(lengths, cfg.max_len)
+    t = -(-max(sum(lengths[i] for i in row) for row in placed) // cfg.pad_to) * cfg.pad_to
+    b = -(-len(placed) // cfg.rows_multiple) * cfg.rows_multiple
+    out = {
+        "tokens": np.full((b, t), cfg.pad_id, np.int32),
+        "response_mask": np.zeros((b, t), np.float32),
+        "old_logprobs": np.zeros((b, t), np.float32),
+        "token_rewards": np.zeros((b, t), np.float32),
+        "token_discounts": np.ones((b, t), np.float32),
+        "turn_ids": np.full((b, t), -1, np.int32),
+        "segment_ids": np.zeros((b, t), np.int32),
+        "positions": np.zeros((b, t), np.int32),
+    }
+    seq_len = -(-max(lengths) // cfg.pad_to) * cfg.pad_to  # the padded layout's T
+    index = np.full((len(rows), seq_len), b * t, np.int32)
+    for row, members in enumerate(placed):
+        col = 0
+        for seg, i in enumerate(members, start=1):
+            prompt, resp, mask, lp, r, d, tid, _ = rows[i]
+            p, n = prompt.size, resp.size
+            out["tokens"][row, col : col + p] = prompt
+            resp_at = slice(col + p, col + p + n)
+            out["tokens"][row, resp_at] = resp
+            out["response_mask"][row, resp_at] = mask
+            out["old_logprobs"][row, resp_at] = np.where(mask, lp, 0.0)
+            out["token_rewards"][row, resp_at] = r
+            out["token_discounts"][row, resp_at] = d
+            out["turn_ids"][row, resp_at] = tid
+            out["segment_ids"][row, col : col + p + n] = seg
+            out["positions"][row, col : col + p + n] = np.arange(p + n)
+            index[i, : p + n] = row * t + col + np.arange(p + n)
+            col += p + n
+    groups: dict = {}
+    group_ids = np.asarray([groups.setdefault(g, len(groups)) for *_, g in rows], np.int32)
+    # Row-level group ids are unused in a packed batch (groups are per trajectory): kept for the layout.
+    return RLBatch(group_ids=np.arange(b, dtype=np.int32), segments=SegmentLayout(index, group_ids), **out)
+
+
+def unpack(x, layout: SegmentLayout, fill=0):
+    """Packed [B, T] -> the trajectories' padded layout [S, L] (``fill`` past each trajectory's end)."""
+    import jax.numpy as jnp
+
+    flat = jnp.concatenate([x.reshape(-1), jnp.full((1,), fill, x.dtype)])
+    return flat[layout.index]
+
+
+def repack(y, layout: SegmentLayout, shape):
+    """[S, L] -> packed [B, T] (the inverse of :func:`unpack` on real tokens; 0 on padding)."""
+    import jax.numpy as jnp
+
+    b, t = shape
+    flat = jnp.zeros((b * t + 1,), y.dtype).at[layout.index.reshape(-1)].set(y.reshape(-1), mode="drop")
+    return flat[:-1].reshape(b, t)
