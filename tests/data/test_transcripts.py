@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from research.data.records import TaskRecord
 from research.data.render import render
 from research.data.transcripts import (
     BUG_KINDS,
@@ -20,7 +21,6 @@ from research.data.transcripts import (
     uses_unseen_optimisation,
     write_solution,
 )
-from research.data.records import TaskRecord
 
 from .conftest import program_with
 
@@ -91,7 +91,9 @@ def test_bug_injector_edits_what_it_says():
 
 def _record(op: str) -> TaskRecord:
     prog = program_with(op, 0)
-    return TaskRecord(id=f"t-{op}", source=render(prog), ops=prog.ops, output_shape=[4, 8], meta={"dtype": "float32"})
+    return TaskRecord(
+        id=f"t-{op}", source=render(prog), ops=prog.ops, output_shape=[4, 8], meta={"dtype": "float32"}
+    )
 
 
 def test_plans_are_seeded_and_follow_the_bug_rates():
@@ -101,17 +103,27 @@ def test_plans_are_seeded_and_follow_the_bug_rates():
     assert plan_episode(rec, CorpusConfig(bug_rates={"clean": 1.0}))["bug"] == "clean"
     plan = plan_episode(rec, CorpusConfig(bug_rates={"syntax_error": 1.0}))
     names = [s["name"] for s in plan["steps"]]
-    assert plan["bug"] == "syntax_error" and names == ["write_file", "verify", "write_file", "verify", "benchmark", "submit"]
+    assert plan["bug"] == "syntax_error" and names == [
+        "write_file",
+        "verify",
+        "write_file",
+        "verify",
+        "benchmark",
+        "submit",
+    ]
     # a kind that cannot apply (a 1-D output cannot be flattened) falls back to another drawn kind
     rec.output_shape = [4]
     assert plan_episode(rec, CorpusConfig(bug_rates={"wrong_shape": 1.0}))["bug"] == "clean"
-    kinds = {plan_episode(TaskRecord(id=f"t{i}", source=rec.source, ops=rec.ops, output_shape=[4, 8]), cfg)["bug"] for i in range(40)}
+    kinds = {
+        plan_episode(TaskRecord(id=f"t{i}", source=rec.source, ops=rec.ops, output_shape=[4, 8]), cfg)["bug"]
+        for i in range(40)
+    }
     assert kinds == {"clean", *BUG_KINDS}
     with pytest.raises(ValueError, match="bug_rates"):
         CorpusConfig(bug_rates={"typo": 1.0})
 
 
-UNFUSED = '''
+UNFUSED = """
 import torch, triton, triton.language as tl
 @triton.jit
 def k_relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -130,8 +142,8 @@ class ModelNew(torch.nn.Module):
         z = torch.empty_like(x)
         k_scale[(triton.cdiv(x.numel(), 1024),)](y, z, x.numel(), BLOCK=1024)
         return z
-'''
-FUSED = '''
+"""
+FUSED = """
 import torch, triton, triton.language as tl
 @triton.jit
 def k_relu_scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -143,15 +155,15 @@ class ModelNew(torch.nn.Module):
         y = torch.empty_like(x)
         k_relu_scale[(triton.cdiv(x.numel(), 4096),)](x, y, x.numel(), BLOCK=4096, num_warps=8)
         return y
-'''
-AUTOTUNED = '''
+"""
+AUTOTUNED = """
 import triton, triton.language as tl
 @triton.autotune(configs=[triton.Config({"BLOCK": 512}), triton.Config({"BLOCK": 2048})], key=["n"])
 @triton.jit
 def k(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.multiple_of(tl.program_id(0) * BLOCK, BLOCK) + tl.arange(0, BLOCK)
-'''
-ROWS_2D = '''
+"""
+ROWS_2D = """
 import triton, triton.language as tl
 @triton.jit
 def k_rows(x_ptr, out_ptr, R, ROWS: tl.constexpr, BLOCK: tl.constexpr):
@@ -163,7 +175,7 @@ def k_rows(x_ptr, out_ptr, R, ROWS: tl.constexpr, BLOCK: tl.constexpr):
 def k_mm_sum(a_ptr, b_ptr, c_ptr, BLOCK_M: tl.constexpr = 64):
     acc = tl.dot(tl.load(a_ptr), tl.load(b_ptr))
     tl.store(c_ptr, tl.sum(acc, axis=1))
-'''
+"""
 
 
 def test_detector_on_hand_written_sources():
@@ -172,6 +184,8 @@ def test_detector_on_hand_written_sources():
     assert uses_unseen_optimisation(FUSED) == {"wider_tiles", "num_warps"}  # no op count: no launch rule
     assert uses_unseen_optimisation(AUTOTUNED) == {"autotune", "vectorised_loads"}
     assert uses_unseen_optimisation(ROWS_2D) == {"2d_tiles", "fusion", "wider_tiles"}
-    cuda = 'src = """__global__ void k(const float4* x) { float4 v = x[0]; }"""\nload_inline(cuda_sources=src)'
+    cuda = (
+        'src = """__global__ void k(const float4* x) { float4 v = x[0]; }"""\nload_inline(cuda_sources=src)'
+    )
     assert uses_unseen_optimisation(cuda) == {"vectorised_loads"}
     assert uses_unseen_optimisation("def broken(:") == set()

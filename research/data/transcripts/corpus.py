@@ -198,7 +198,9 @@ def replay(out_dir, cfg: CorpusConfig, client) -> list[dict[str, Any]]:
     out = Path(out_dir)
     recs = [json.loads(line) for line in (out / CORPUS).read_text().splitlines() if line]
     script = {r["task"]: _calls(r["messages"]) for r in recs}
-    again = {r["task"]: r for r in _run(out / "tasks.jsonl", out / REPLAY, cfg, ScriptedPolicy(script), client)}
+    again = {
+        r["task"]: r for r in _run(out / "tasks.jsonl", out / REPLAY, cfg, ScriptedPolicy(script), client)
+    }
     rows = []
     for r in recs:
         new = again.get(r["task"], {})

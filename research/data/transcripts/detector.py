@@ -16,8 +16,10 @@ AUTOTUNE, NUM_WARPS, VECTORISED = "autotune", "num_warps", "vectorised_loads"
 OPTIMISATIONS = (FUSION, WIDER_TILES, TILES_2D, AUTOTUNE, NUM_WARPS, VECTORISED)
 _TILE_KWARGS = {"BLOCK_M", "BLOCK_N", "BLOCK_K"}
 # CUDA's vector types and PTX vector loads; Triton's explicit hints of vector access
-_VECTOR = re.compile(r"\b(float[248]|half2|__half2|int4|uint4|__nv_bfloat162)\b|ld\.global\.v[24]|"
-                     r"tl\.multiple_of|tl\.max_contiguous")
+_VECTOR = re.compile(
+    r"\b(float[248]|half2|__half2|int4|uint4|__nv_bfloat162)\b|ld\.global\.v[24]|"
+    r"tl\.multiple_of|tl\.max_contiguous"
+)
 
 
 def _jit_kernels(tree: ast.AST) -> dict[str, ast.FunctionDef]:
@@ -54,35 +56,28 @@ def _int(node: ast.AST) -> int | None:
 def uses_unseen_optimisation(source: str, num_ops: int | None = None) -> set[str]:
     """The optimisations of ``source`` absent from the corpus (a subset of ``OPTIMISATIONS``).
 
-    ``num_ops``: ops in the task's chain; fewer kernel launches than that is fusion (a Triton solution whose
-    arithmetic is all in its kernels). Without it, fusion is a kernel doing the work of several corpus
-    kernels: one whose body both reduces (tl.sum/max/min) over a row and has a ``tl.dot``, or whose store
-    follows two or more distinct math calls of different families is not judged (too fuzzy); only launch
-    counts and dot+reduce kernels are."""
+    ``num_ops``: ops in the task's chain; fewer kernel launches than that is fusion. Without it, only a
+    kernel that both multiplies with ``tl.dot`` and reduces (``tl.sum/max/min``) counts as fusion: which
+    elementwise ops share one kernel cannot be told from the text alone."""
     found: set[str] = set()
-    if "cuda" in source and "load_inline" in source and _VECTOR.search(source):
-        found.add(VECTORISED)
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return found
     kernels = _jit_kernels(tree)
-    text = source
-    if "triton.autotune" in text or "triton.Config" in text:
+    if "triton.autotune" in source or "triton.Config" in source:
         found.add(AUTOTUNE)
-    if re.search(r"\bnum_warps\s*=|\bnum_stages\s*=", text):
+    if re.search(r"\bnum_warps\s*=|\bnum_stages\s*=", source):
         found.add(NUM_WARPS)
-    if _VECTOR.search(text):
+    if _VECTOR.search(source):
         found.add(VECTORISED)
     launches = _launches(tree, set(kernels))
     for call in launches:
         for kw in call.keywords:
             v = _int(kw.value)
-            if kw.arg in _TILE_KWARGS and v is not None and v != GEMM_TILE:
+            fixed = GEMM_TILE if kw.arg in _TILE_KWARGS else BLOCK
+            if kw.arg and kw.arg.startswith("BLOCK") and v is not None and v != fixed:
                 found.add(WIDER_TILES)
-            elif kw.arg and kw.arg.startswith("BLOCK") and kw.arg not in _TILE_KWARGS and v is not None:
-                if v != BLOCK:
-                    found.add(WIDER_TILES)
     for fn in kernels.values():
         body = ast.unparse(fn)
         # a 2-D tile outside a tl.dot GEMM: a block of rows at once (tl.arange broadcast with [:, None])
