@@ -10,20 +10,29 @@ from research.data import SynthesisConfig, make_candidate
 from research.data.ops import Reject
 from research.data.transcripts import EXPECTED, CorpusConfig, Uncovered, generate_corpus, plan_episode, replay
 from research.data.transcripts.templates import write_solution
+from research.rollout import Trajectory
 
 from .conftest import FAST
 
 WANT = {"reduction", "normalization", "matmul", "elementwise", "attention"}
 
 
-def _small_tasks(n: int = 3):
-    """Covered one-op tasks of distinct categories whose proxy input is small (the interpreter is slow)."""
-    cfg, out, cats = SynthesisConfig(seed=0), [], set()
+def _candidates():
+    cfg = SynthesisConfig(seed=0)
     for j in range(200):
         try:
-            rec = make_candidate(cfg, "1", j).record
+            yield make_candidate(cfg, "1", j).record
+        except Reject:
+            continue
+
+
+def _small_tasks(n: int = 3):
+    """Covered one-op float32 tasks of distinct categories (small at proxy size: the interpreter is slow)."""
+    out, cats = [], set()
+    for rec in _candidates():
+        try:
             write_solution(rec.source, rec.ops, rec.meta["dtype"])
-        except (Reject, Uncovered):
+        except Uncovered:
             continue
         if rec.category in cats or rec.category not in WANT or rec.meta["dtype"] != "float32":
             continue
@@ -48,8 +57,10 @@ def _config(tasks) -> CorpusConfig:
 def test_corpus_episodes_are_judged_for_real_and_replay_to_their_verdicts(tmp_path, sandbox):
     tasks = _small_tasks()
     cfg = _config(tasks)
-    report = generate_corpus(tasks, cfg, tmp_path / "corpus", sandbox)
-    assert report["tasks_covered"] == report["episodes"] == 3
+    conv = next(r for r in _candidates() if r.ops[0] == "conv2d")  # no template: skipped and counted
+    report = generate_corpus([conv, *tasks], cfg, tmp_path / "corpus", sandbox)
+    assert report["tasks_given"] == 4 and report["skipped"] == {"op": 1}
+    assert report["tasks_covered"] == report["episodes"] == 3 and report["tokens_estimate"] > 1000
     assert report["final_verdicts"] == {"correct": 3} and report["kept"] == 3, report
     assert sum(report["bug_kinds"].values()) == 3 and report["bug_kinds"]["clean"] == 1
     lines = (tmp_path / "corpus" / "trajectories.jsonl").read_text().splitlines()
@@ -58,6 +69,8 @@ def test_corpus_episodes_are_judged_for_real_and_replay_to_their_verdicts(tmp_pa
         bug, seen = rec["corpus"]["bug"], rec["corpus"]["judged"]
         assert rec["verdict"]["status"] == "correct" and rec["reward"] == rec["verdict"]["reward"]
         assert rec["end_reason"] == "submitted" and rec["messages"][0]["role"] == "system"
+        traj = Trajectory.from_dict(rec)  # the learner's reader of trajectories.jsonl lines
+        assert traj.task_id == rec["task"] and [c.name for t in traj.turns for c in t.calls][-1] == "submit"
         if bug == "clean":
             assert [s for _, s in seen] == ["correct"]
         else:  # the buggy attempt earned its failure, in the tool text the policy saw, then the fix passed
