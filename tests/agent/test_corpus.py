@@ -31,7 +31,7 @@ def _small_tasks(n: int = 3):
     out, cats = [], set()
     for rec in _candidates():
         try:
-            write_solution(rec.source, rec.ops, rec.meta["dtype"])
+            write_solution(rec.source, rec.ops)
         except Uncovered:
             continue
         if rec.category in cats or rec.category not in WANT or rec.meta["dtype"] != "float32":

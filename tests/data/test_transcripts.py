@@ -29,14 +29,14 @@ def _solution(op: str, seed: int = 0):
     for s in range(seed, seed + 12):
         prog = program_with(op, s)
         if prog is not None:
-            return prog, write_solution(render(prog), prog.ops, prog.dtype)
+            return prog, write_solution(render(prog), prog.ops)
     pytest.skip(f"no program for {op}")
 
 
 @pytest.mark.parametrize("op", sorted(COVERED))
 def test_every_template_parses_is_deterministic_and_unfused(op):
     prog, sol = _solution(op)
-    again = write_solution(render(prog), prog.ops, prog.dtype)
+    again = write_solution(render(prog), prog.ops)
     assert sol.source == again.source
     tree = ast.parse(sol.source)
     kernels = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list]
@@ -191,7 +191,7 @@ def test_detector_on_hand_written_sources():
     assert uses_unseen_optimisation("def broken(:") == set()
 
 
-def _run_both(op: str, seed: int, monkeypatch):
+def _run_both(op: str, seed: int, monkeypatch, dtype: str = "float32"):
     """The reference and the template's ModelNew at proxy size, same weights (seed replay + state dict),
     the kernels run by Triton's CPU interpreter in-process."""
     import torch
@@ -199,7 +199,7 @@ def _run_both(op: str, seed: int, monkeypatch):
     from research.data.checks import apply_overrides
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # read when @triton.jit decorates
-    prog = program_with(op, seed)
+    prog = program_with(op, seed, dtype)
     assert prog is not None, f"no program for {op} at seed {seed}"
     # proxy sizes capped further (batch 2, sizes <= 12): the interpreter runs one Python pass per program
     sizes = {c.name: c.proxy for c in prog.ctx.consts.values() if c.kind != "hyper"}
@@ -207,7 +207,7 @@ def _run_both(op: str, seed: int, monkeypatch):
     src = apply_overrides(render(prog), small)
     ref, new = {}, {}
     exec(compile(src, "<reference>", "exec"), ref)
-    exec(compile(write_solution(render(prog), prog.ops, prog.dtype).source, "<model_new>", "exec"), new)
+    exec(compile(write_solution(render(prog), prog.ops).source, "<model_new>", "exec"), new)
     torch.manual_seed(0)
     inputs, init = ref["get_inputs"](), ref["get_init_inputs"]()
     torch.manual_seed(1)
@@ -246,3 +246,15 @@ def test_every_elementwise_template_matches_the_pytorch_reference(monkeypatch):
     for op in sorted(_kernels.UNARY):
         want, got, ops = _run_both(op, 0, monkeypatch)
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4, msg=lambda m, ops=ops: f"{ops}: {m}")
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype"), [("softmax", "bfloat16"), ("linear", "float16"), ("gelu", "bfloat16")]
+)
+def test_half_precision_templates_compute_in_float32_and_store_the_task_dtype(op, dtype, monkeypatch):
+    import torch
+
+    want, got, ops = _run_both(op, 0, monkeypatch, dtype)
+    assert got.dtype == want.dtype == getattr(torch, dtype)
+    # the reference rounds in half precision too: compare at the half types' resolution
+    torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2, msg=lambda m: f"{ops}: {m}")

@@ -66,7 +66,7 @@ def _draw(rng: random.Random, rates: dict[str, float], exclude: set[str]) -> str
 def plan_episode(rec: TaskRecord, cfg: CorpusConfig) -> dict[str, Any]:
     """The script of one task (raises :class:`Uncovered`): ``steps`` and the ``bug`` its first attempt has."""
     dtype = rec.meta.get("dtype") or (rec.dtypes[0] if rec.dtypes else "float32")
-    sol = write_solution(rec.source, rec.ops, dtype)
+    sol = write_solution(rec.source, rec.ops)
     rng = random.Random(f"{cfg.seed}/{rec.id}")
     tried: set[str] = set()
     bug = None

@@ -85,10 +85,9 @@ def _statements(fn: ast.FunctionDef) -> list[ast.expr]:
 class _Writer:
     """Collects the kernels and the forward lines of one solution."""
 
-    def __init__(self, dtype: str):
+    def __init__(self):
         self.kernels: list[str] = []
         self.lines: list[str] = []
-        self.dtype = dtype
 
     def name(self, op: str) -> str:
         return f"k{len(self.kernels)}_{op}"
@@ -131,7 +130,7 @@ class _Writer:
             self.lines += [
                 "out = torch.empty((a.shape[0], M, N), device=x.device, dtype=x.dtype)",
                 "sa, sb, sc = a.stride(), b.stride(), out.stride()",
-                "grid = (triton.cdiv(M, 32), triton.cdiv(N, 32), a.shape[0])".replace("32", str(t)),
+                f"grid = (triton.cdiv(M, {t}), triton.cdiv(N, {t}), a.shape[0])",
             ]
         else:
             self.lines += [
@@ -255,8 +254,9 @@ def _reduced(shape, dims, keepdim):
 '''
 
 
-def write_solution(reference: str, ops: list[str], dtype: str = "float32") -> Solution:
-    """The unfused Triton solution of ``reference`` whose forward applies ``ops`` in order."""
+def write_solution(reference: str, ops: list[str]) -> Solution:
+    """The unfused Triton solution of ``reference`` whose forward applies ``ops`` in order (any float dtype:
+    kernels compute in float32 and store in the output's dtype)."""
     missing = [o for o in ops if o not in COVERED]
     if missing:
         raise Uncovered(f"op: no template for {missing[0]}")
@@ -271,7 +271,7 @@ def write_solution(reference: str, ops: list[str], dtype: str = "float32") -> So
     exprs = _statements(fwd)
     if len(exprs) != len(ops):
         raise Uncovered(f"multiline: {len(exprs)} forward statements for {len(ops)} ops")
-    w = _Writer(dtype)
+    w = _Writer()
     first = fwd.args.args[1].arg
     if first != "x":
         w.lines.append(f"x = {first}")
