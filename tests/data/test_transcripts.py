@@ -123,6 +123,18 @@ def test_plans_are_seeded_and_follow_the_bug_rates():
         CorpusConfig(bug_rates={"typo": 1.0})
 
 
+def test_a_corpus_directory_holds_one_config_and_task_set(tmp_path):
+    from research.data.transcripts import generate_corpus
+
+    rec = _record("gelu")
+    conv = TaskRecord(id="c", source=render(program_with("conv2d", 0)), ops=["conv2d"])
+    with pytest.raises(ValueError, match="no task is covered"):
+        generate_corpus([conv], CorpusConfig(), tmp_path, client=None)
+    (tmp_path / "config.json").write_text('{"config": {"seed": 7}, "tasks": ["t-gelu"]}')
+    with pytest.raises(ValueError, match="another config or task set"):
+        generate_corpus([rec], CorpusConfig(), tmp_path, client=None)
+
+
 UNFUSED = """
 import torch, triton, triton.language as tl
 @triton.jit

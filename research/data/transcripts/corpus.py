@@ -122,15 +122,17 @@ def judged(rec: dict[str, Any]) -> list[tuple[str, str | None]]:
     ]
 
 
-def _run(tasks_file: Path, out: Path, cfg: CorpusConfig, policy, client) -> list[dict[str, Any]]:
-    if out.exists():
+def _run(
+    tasks_file: Path, out: Path, cfg: CorpusConfig, policy, client, resume: bool
+) -> list[dict[str, Any]]:
+    if not resume and out.exists():
         shutil.rmtree(out)
     run = RunConfig(
         agent=AgentConfig(skills=cfg.skills, concurrency=cfg.concurrency, max_turns=16),
         tasks=TasksConfig(source="data", path=str(tasks_file)),
         judge=cfg.judge,
         out_dir=str(out),
-        resume=False,
+        resume=resume,
         progress=False,
     )
     run_agent(run, policy=policy, client=client)
@@ -154,9 +156,17 @@ def generate_corpus(tasks: list[TaskRecord], cfg: CorpusConfig, out_dir, client)
             break
     if not covered:
         raise ValueError(f"no task is covered by the templates (skipped: {dict(skipped)})")
+    # a rerun into the same out_dir resumes the agent run (episodes already there are kept), so it must be
+    # the same corpus: same config and tasks
+    fingerprint = json.loads(
+        json.dumps({"config": dataclasses.asdict(cfg), "tasks": [r.id for r in covered]})
+    )
+    if (out / "config.json").is_file() and json.loads((out / "config.json").read_text()) != fingerprint:
+        raise ValueError(f"{out} holds a corpus of another config or task set; choose another out_dir")
+    (out / "config.json").write_text(json.dumps(fingerprint, indent=1, default=str))
     write_jsonl(out / "tasks.jsonl", covered)
     policy = CorpusPolicy(cfg)
-    records = _run(out / "tasks.jsonl", out / RUN, cfg, policy, client)
+    records = _run(out / "tasks.jsonl", out / RUN, cfg, policy, client, resume=True)
     kept, drops, bugs, verdicts, tokens = [], Counter(), Counter(), Counter(), 0
     for rec in records:
         plan = policy.plans[rec["task"]]
@@ -199,7 +209,8 @@ def replay(out_dir, cfg: CorpusConfig, client) -> list[dict[str, Any]]:
     recs = [json.loads(line) for line in (out / CORPUS).read_text().splitlines() if line]
     script = {r["task"]: _calls(r["messages"]) for r in recs}
     again = {
-        r["task"]: r for r in _run(out / "tasks.jsonl", out / REPLAY, cfg, ScriptedPolicy(script), client)
+        r["task"]: r
+        for r in _run(out / "tasks.jsonl", out / REPLAY, cfg, ScriptedPolicy(script), client, False)
     }
     rows = []
     for r in recs:
