@@ -69,19 +69,20 @@ def plan_episode(rec: TaskRecord, cfg: CorpusConfig) -> dict[str, Any]:
     sol = write_solution(rec.source, rec.ops)
     rng = random.Random(f"{cfg.seed}/{rec.id}")
     tried: set[str] = set()
+    rank = len(rec.output_shape) if rec.output_shape else 0  # unknown: no flattening bug
     bug = None
     while True:
         kind = _draw(rng, cfg.bug_rates, tried)
         if kind == "clean":
             break
         try:
-            bug = inject(sol.source, kind, out_rank=len(rec.output_shape or [0, 0]), dtype=dtype)
+            bug = inject(sol.source, kind, out_rank=rank, dtype=dtype)
             break
         except ValueError:
             tried.add(kind)
     plan = (
         f"Plan: {len(rec.ops)} op(s) ({', '.join(rec.ops)}); one Triton kernel per op, launched in order, "
-        "BLOCK=1024. I copy Model's __init__ so the parameters match."
+        "BLOCK=1024 (32x32x32 tiles for tl.dot). I copy Model's __init__ so the parameters match."
     )
     steps = []
     if bug is not None:
