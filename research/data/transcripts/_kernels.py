@@ -1,6 +1,7 @@
 """Triton kernel source text, one kernel per op, in the corpus' deliberately plain style: a fixed
 ``BLOCK = 1024`` for flat and row kernels, fixed 32x32x32 tiles for ``tl.dot``, no autotune, no num_warps,
-no vector loads. Every kernel loads in float32 and stores in the output's own dtype."""
+no vector loads. Every kernel loads in float32 and stores in the output's own dtype; offsets are int64
+(real tasks reach 2**31 elements)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ CHANNEL = {
 _HEAD = """@triton.jit
 def {name}({args}BLOCK: tl.constexpr):
 """
-_FLAT = """    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+_FLAT = """    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
 """
@@ -89,7 +90,7 @@ def flat_kernel(name: str, expr: str, kind: str) -> str:
 
 # Row kernels: the tensor seen as (outer, R, inner); one program per (outer, inner) pair walks its R
 # elements (stride ``inner``) in chunks of BLOCK.
-_ROW_START = """    pid = tl.program_id(0)
+_ROW_START = """    pid = tl.program_id(0).to(tl.int64)
     base = (pid // inner) * R * inner + pid % inner
     cols = tl.arange(0, BLOCK)
 """
@@ -189,9 +190,9 @@ def {name}(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sab, sam, sak, sbb, sbk, sbn,
         HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
-    pid_b = tl.program_id(2)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    pid_b = tl.program_id(2).to(tl.int64)
+    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
