@@ -63,6 +63,7 @@ def test_corpus_episodes_are_judged_for_real_and_replay_to_their_verdicts(tmp_pa
     assert report["tasks_covered"] == report["episodes"] == 3 and report["tokens_estimate"] > 1000
     assert report["final_verdicts"] == {"correct": 3} and report["kept"] == 3, report
     assert sum(report["bug_kinds"].values()) == 3 and report["bug_kinds"]["clean"] == 1
+    assert report["unseen_optimisations"] == {}  # the corpus itself shows none of what RL should find
     lines = (tmp_path / "corpus" / "trajectories.jsonl").read_text().splitlines()
     recs = [json.loads(line) for line in lines]
     for rec in recs:

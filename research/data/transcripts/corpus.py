@@ -22,6 +22,7 @@ from research.agent.policies.scripted import ScriptedPolicy
 
 from ..records import TaskRecord, write_jsonl
 from .bugs import BUG_KINDS, EXPECTED, inject
+from .detector import uses_unseen_optimisation
 from .templates import Uncovered, write_solution
 
 RUN, REPLAY, CORPUS, REPORT = "run", "replay", "trajectories.jsonl", "report.json"
@@ -105,11 +106,12 @@ class CorpusPolicy(ScriptedPolicy):
 
     def __init__(self, cfg: CorpusConfig):
         super().__init__({})
-        self.cfg, self.plans = cfg, {}
+        self.cfg, self.plans, self.ops = cfg, {}, {}
 
     def prepare(self, tasks) -> None:
         for t in tasks:
             self.plans[t.id] = plan_episode(t.meta["record"], self.cfg)
+            self.ops[t.id] = list(t.meta["record"].ops)
         self.script = {k: p["steps"] for k, p in self.plans.items()}
 
 
@@ -168,7 +170,7 @@ def generate_corpus(tasks: list[TaskRecord], cfg: CorpusConfig, out_dir, client)
     write_jsonl(out / "tasks.jsonl", covered)
     policy = CorpusPolicy(cfg)
     records = _run(out / "tasks.jsonl", out / RUN, cfg, policy, client, resume=True)
-    kept, drops, bugs, verdicts, tokens = [], Counter(), Counter(), Counter(), 0
+    kept, drops, bugs, verdicts, flagged, tokens = [], Counter(), Counter(), Counter(), Counter(), 0
     for rec in records:
         plan = policy.plans[rec["task"]]
         status = (rec.get("verdict") or {}).get("status")
@@ -183,6 +185,7 @@ def generate_corpus(tasks: list[TaskRecord], cfg: CorpusConfig, out_dir, client)
         else:
             rec["corpus"] = {"bug": plan["bug"], "kernels": plan["kernels"], "judged": seen}
             kept.append(rec)
+            flagged.update(uses_unseen_optimisation(_final_source(rec), len(policy.ops[rec["task"]])))
             tokens += len(json.dumps(rec["messages"])) // 4
     with open(out / CORPUS, "w") as f:
         for rec in kept:
@@ -198,6 +201,8 @@ def generate_corpus(tasks: list[TaskRecord], cfg: CorpusConfig, out_dir, client)
         "final_verdicts": dict(verdicts),
         "bug_kinds": dict(bugs),
         "tokens_estimate": tokens,  # 4 bytes per token, the agent loop's own estimate
+        # the detector on the corpus' own final sources: empty, or the corpus shows what RL should find
+        "unseen_optimisations": dict(flagged),
     }
     (out / REPORT).write_text(json.dumps(report, indent=1, default=str))
     return report
@@ -224,6 +229,17 @@ def replay(out_dir, cfg: CorpusConfig, client) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _final_source(rec: dict[str, Any]) -> str:
+    """The last model_new.py the episode wrote."""
+    source = ""
+    for step in _calls(rec["messages"]):
+        for call in step:
+            args = json.loads(call["arguments"]) if isinstance(call["arguments"], str) else call["arguments"]
+            if call["name"] == "write_file" and args.get("path") == "model_new.py":
+                source = args["content"]
+    return source
 
 
 def _calls(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
