@@ -15,6 +15,7 @@ from research.data.transcripts import (
     BUG_KINDS,
     COVERED,
     CorpusConfig,
+    CorpusPolicy,
     Uncovered,
     inject,
     plan_episode,
@@ -121,6 +122,9 @@ def test_plans_are_seeded_and_follow_the_bug_rates():
     assert kinds == {"clean", *BUG_KINDS}
     with pytest.raises(ValueError, match="bug_rates"):
         CorpusConfig(bug_rates={"typo": 1.0})
+    # the prompt offers skills exactly when the config says so (the RL policy's prompt must match)
+    assert CorpusPolicy(CorpusConfig(skills=False)).uses_skills is False
+    assert CorpusPolicy(CorpusConfig()).uses_skills is True
 
 
 def test_a_corpus_directory_holds_one_config_and_task_set(tmp_path):

@@ -102,11 +102,13 @@ class CorpusPolicy(ScriptedPolicy):
     """Plays each task's planned script; the plans are made from the task records in ``prepare``."""
 
     name = "corpus"
-    uses_skills = False
 
     def __init__(self, cfg: CorpusConfig):
         super().__init__({})
         self.cfg, self.plans, self.ops = cfg, {}, {}
+        # the loop offers the skill tool (and the prompt mentions it) only to a policy that uses skills: the
+        # corpus' prompts must be the ones the RL policy will see
+        self.uses_skills = cfg.skills
 
     def prepare(self, tasks) -> None:
         for t in tasks:
