@@ -66,6 +66,20 @@ CASES = [
         ["run_dir={t}/empty"],
         "{t}/empty: nothing to draw (no results.jsonl, audit report or multirun points)",
     ),
+    ("corpus", [], "data_dir is required: give data_dir=... on the command line"),
+    (
+        "corpus",
+        ["data_dir={t}/empty"],
+        "{t}/empty/tasks.jsonl does not exist: synthesis has not finished there (resume it first)",
+    ),
+    (
+        "corpus",
+        ["data_dir={t}/empty", "corpus.bug_rates.clean=-1"],
+        "invalid config in 'corpus' for CorpusConfig: bug_rates needs non-negative weights of clean and "
+        "['missing_mask', 'wrong_shape', 'wrong_dtype', 'undefined_name', 'syntax_error'] "
+        "(got {{'clean': -1.0, 'missing_mask': 0.2, 'wrong_shape': 0.1, 'wrong_dtype': 0.1, "
+        "'undefined_name': 0.15, 'syntax_error': 0.15}})",
+    ),
     ("solutions", ["input=/nope.jsonl"], "input=/nope.jsonl: no such file or directory"),
     ("synthesize", ["num_tasks=0", "out_dir={t}/data"], "num_tasks must be >= 1, got 0"),
     (

@@ -109,3 +109,18 @@ def test_tokenizer_corpus_names_a_bad_demo_line(tmp_path):
     bad.write_text(bad.read_text() + '\n{"no": "messages"}\n')
     with pytest.raises(ValueError, match=r"trajectories.jsonl:3: not a research.agent trajectory"):
         tokenizer_texts([bad], library=False)
+
+
+def test_corpus_main_builds_the_default_spec_and_corpus_config():
+    """conf/corpus.yaml repeats no default differently from the dataclasses it fills."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments._hydra import CONF
+    from experiments.corpus import to_config
+    from research.data.transcripts import CorpusConfig
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="corpus", overrides=["data_dir=/d", "text_policy.build=true"])
+    corpus, _, spec = to_config(cfg)
+    assert spec == TextPolicySpec()
+    assert corpus == CorpusConfig(judge=corpus.judge)

@@ -9,7 +9,7 @@ never shows. Imports ``research.agent`` (the loop), which ``research.data`` itse
 """
 
 from .bugs import BUG_KINDS, EXPECTED, Bug, inject
-from .corpus import CorpusConfig, CorpusPolicy, generate_corpus, judged, plan_episode, replay
+from .corpus import CorpusConfig, CorpusError, CorpusPolicy, generate_corpus, judged, plan_episode, replay
 from .detector import OPTIMISATIONS, uses_unseen_optimisation
 from .templates import COVERED, Solution, Uncovered, write_solution
 
@@ -20,6 +20,7 @@ __all__ = [
     "OPTIMISATIONS",
     "Bug",
     "CorpusConfig",
+    "CorpusError",
     "CorpusPolicy",
     "Solution",
     "Uncovered",

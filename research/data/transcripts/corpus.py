@@ -29,6 +29,10 @@ RUN, REPLAY, CORPUS, REPORT = "run", "replay", "trajectories.jsonl", "report.jso
 JUDGING = ("verify", "benchmark")
 
 
+class CorpusError(ValueError):
+    """A corpus that cannot be made as asked (bad bug rates, no covered task, another corpus in out_dir)."""
+
+
 @dataclass
 class CorpusConfig:
     """``bug_rates``: relative weight of each first-attempt bug kind and of ``clean`` (no bug); a kind that
@@ -50,7 +54,7 @@ class CorpusConfig:
     def __post_init__(self):
         unknown = set(self.bug_rates) - {"clean", *BUG_KINDS}
         if unknown or any(v < 0 for v in self.bug_rates.values()) or sum(self.bug_rates.values()) <= 0:
-            raise ValueError(
+            raise CorpusError(
                 f"bug_rates needs non-negative weights of clean and {list(BUG_KINDS)} (got {self.bug_rates})"
             )
 
@@ -160,14 +164,14 @@ def generate_corpus(tasks: list[TaskRecord], cfg: CorpusConfig, out_dir, client)
         if cfg.max_tasks and len(covered) >= cfg.max_tasks:
             break
     if not covered:
-        raise ValueError(f"no task is covered by the templates (skipped: {dict(skipped)})")
+        raise CorpusError(f"no task is covered by the templates (skipped: {dict(skipped)})")
     # a rerun into the same out_dir resumes the agent run (episodes already there are kept), so it must be
     # the same corpus: same config and tasks
     fingerprint = json.loads(
         json.dumps({"config": dataclasses.asdict(cfg), "tasks": [r.id for r in covered]})
     )
     if (out / "config.json").is_file() and json.loads((out / "config.json").read_text()) != fingerprint:
-        raise ValueError(f"{out} holds a corpus of another config or task set; choose another out_dir")
+        raise CorpusError(f"{out} holds a corpus of another config or task set; choose another out_dir")
     (out / "config.json").write_text(json.dumps(fingerprint, indent=1, default=str))
     write_jsonl(out / "tasks.jsonl", covered)
     policy = CorpusPolicy(cfg)
