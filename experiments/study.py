@@ -1,6 +1,7 @@
 """The study's evaluations: a policy on one protocol split (results rows, test splits touched once), and the
 comparison of result files (docs/study_protocol.md, "Running the study").
 
+    python -m experiments.study study.mode=fix study.protocol=P.json tasks.source=data tasks.path=DATA
     python -m experiments.study study.run=full-s0 study.split=test_seen study.train_config=runs/full-s0 \
         policy=flax policy.model=runs/full-s0/final_policy sandbox=gpu
     python -m experiments.study study.run=full-s0 study.split=dev study.decoding=sampled study.samples=8 ...
@@ -36,13 +37,15 @@ CONFIG_NAME = "study"
 def main(cfg: DictConfig) -> None:
     from models import CheckpointError
     from research.evaluation import ProtocolError, ResultsError
-    from research.evaluation.study_eval import StudyError, compare_results, evaluate_split
+    from research.evaluation.study_eval import StudyError, compare_results, evaluate_split, fix_protocol
 
     errors = (AgentConfigError, ProtocolError, ResultsError, StudyError, CheckpointError)
-    paths = ["policy.script", "study.protocol", "study.train_config"]
+    paths = ["policy.script", "study.train_config"] + (["study.protocol"] if cfg.study.mode != "fix" else [])
     with user_errors(cfg, *errors, dirs={"tasks.problems_dir": None}, paths=paths):
         study, run = to_config(cfg, out_dir=HydraConfig.get().runtime.output_dir)
-        if study.mode == "compare":
+        if study.mode == "fix":
+            fix_protocol(study, run.tasks)
+        elif study.mode == "compare":
             compare_results(study)
         else:
             evaluate_split(study, run)

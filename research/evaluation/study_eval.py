@@ -46,10 +46,20 @@ from .paired import (
     pass_at_k_table,
     result_from_verdict,
 )
-from .protocol import KERNELBENCH, SPLITS, Protocol, ProtocolError, load_protocol, record_evaluation
+from .protocol import (
+    KERNELBENCH,
+    SPLITS,
+    Protocol,
+    ProtocolConfig,
+    ProtocolError,
+    load_protocol,
+    make_protocol,
+    record_evaluation,
+    write_protocol,
+)
 from .protocol_tasks import protocol_splits, protocol_view
 
-MODES, DECODINGS = ("eval", "compare"), ("greedy", "sampled")
+MODES, DECODINGS = ("fix", "eval", "compare"), ("greedy", "sampled")
 
 
 class StudyError(ValueError):
@@ -58,7 +68,9 @@ class StudyError(ValueError):
 
 @dataclass
 class StudyConfig:
-    mode: str = "eval"  # eval: one policy on one split; compare: result files against each other
+    # fix: write the protocol of a task source (before any training); eval: one policy on one split;
+    # compare: result files against each other
+    mode: str = "eval"
     protocol: str = ""  # protocol.json; "": the task config's tasks.protocol
     split: str = "dev"
     run: str = ""  # the run's name: in the results and in the protocol's record of test evaluations
@@ -75,6 +87,7 @@ class StudyConfig:
         HEADLINE  # compare: the ablation table's binary metric (pass where timing is not comparable)
     )
     n_boot: int = 10000
+    fix: ProtocolConfig = field(default_factory=ProtocolConfig)  # fix: the protocol's seed and split sizes
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -135,6 +148,24 @@ def _split_picker(protocol: Protocol, split: str, chosen: list):
         return picked
 
     return pick
+
+
+def fix_protocol(study: StudyConfig, tasks: TasksConfig) -> Protocol:
+    """Fix the protocol of a ``research.data`` task source (``tasks.source=data``) with ``study.fix`` and
+    write it to ``study.protocol`` (never over a different one: ``write_protocol``)."""
+    from research.agent.data_tasks import read_records
+
+    if not study.protocol:
+        raise StudyError("study.mode=fix needs study.protocol=PATH/protocol.json (where to write it)")
+    if tasks.source != "data":
+        raise StudyError(
+            f"study.mode=fix reads a research.data task source (tasks.source=data), not {tasks.source!r}"
+        )
+    protocol = make_protocol(read_records(dataclasses.replace(tasks, protocol="")), study.fix)
+    path = write_protocol(protocol, study.protocol)
+    sizes = {k: len(v) for k, v in protocol.splits.items()}
+    print(f"wrote {path}: held-out category {protocol.heldout_category}, splits {sizes}")
+    return protocol
 
 
 def evaluate_split(study: StudyConfig, run: RunConfig, *, client: SandboxClient | None = None) -> RunResults:

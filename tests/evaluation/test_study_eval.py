@@ -218,3 +218,37 @@ def test_a_task_left_without_a_verdict_is_a_failed_row(tmp_path):
         (protocol.splits["dev"][1], 2, 1, "error", False),
     ]
     assert rows[0].faster_than_eager is True and rows[0].speedup_vs_eager == 1.2
+
+
+def test_fix_mode_writes_the_protocol_of_a_data_source_once(tmp_path, monkeypatch, capsys):
+    pool = write_pool(tmp_path / "pool")
+    expected, _ = write_pool_protocol(pool, tmp_path / "reference.json")
+    manifest = tmp_path / "protocol.json"
+    fix = [
+        "study.mode=fix",
+        f"study.protocol={manifest}",
+        "tasks=data",
+        f"tasks.path={pool}",
+        "study.fix.heldout_category=reduction",
+        "study.fix.n_dev=1",
+        "study.fix.n_test_seen=1",
+        "study.fix.n_test_heldout=1",
+        "study.fix.min_test_tasks=1",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    assert run_main("study", fix, monkeypatch) is None
+    assert load_protocol(manifest).splits == expected.splits  # the library's protocol, through the main
+    assert "held-out category reduction" in capsys.readouterr().out
+    # a different protocol over the same path is refused; so are a missing path and a non-data source
+    cases = [
+        (["study.fix.seed=1"], f"error: {manifest}"),
+        (["study.protocol="], "error: study.mode=fix needs study.protocol="),
+        (["tasks=examples"], "error: study.mode=fix reads a research.data"),  # (tasks=data dropped below)
+        (["study.fix.n_test_seen=1", "study.fix.min_test_tasks=48"], "error: n_test_seen=1 is below the 48"),
+    ]
+    for extra, start in cases:
+        capsys.readouterr()
+        base = [a for a in fix if not a.startswith("tasks")] if extra == ["tasks=examples"] else fix
+        assert run_main("study", base + extra, monkeypatch) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(start) and "\n" not in err, (extra, err)
