@@ -3,6 +3,7 @@ text policy built on it (its tokenizer trained on the transcripts as the chat te
 
     python -m experiments.corpus data_dir=outputs/datasets/ops out_dir=outputs/corpus sandbox=gpu
     python -m experiments.corpus data_dir=D out_dir=O text_policy.build=true     # + O/text_policy/
+    python -m experiments.corpus data_dir=D out_dir=O protocol=P.json            # its train tasks only
 
 Writes O/trajectories.jsonl (sft.demos=O), O/report.json and O/run/; resumes.
 """
@@ -38,11 +39,14 @@ def main(cfg: DictConfig) -> None:
     from kernels_env.client import SandboxClient
     from research.data import load_synthesized
     from research.data.transcripts import generate_corpus
+    from research.evaluation import ProtocolError, load_protocol, split_tasks
     from research.textpolicy import build_checkpoint
 
-    with user_errors(cfg, CorpusError, dirs={"data_dir": None}):
+    with user_errors(cfg, CorpusError, ProtocolError, dirs={"data_dir": None}, paths=["protocol"]):
         corpus, sandbox, spec = to_config(cfg)
         tasks = load_synthesized(cfg.data_dir)
+        if cfg.protocol:  # the study's corpus: its protocol's train tasks only (nothing of dev or the tests)
+            tasks = split_tasks(load_protocol(cfg.protocol), tasks)["train"]
         with SandboxClient(sandbox, corpus.judge) as client:
             report = generate_corpus(tasks, corpus, cfg.out_dir, client)
         print(

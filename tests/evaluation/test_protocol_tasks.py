@@ -162,3 +162,20 @@ def test_kernelbench_split_picks_the_checkout_problems_the_protocol_kept(tmp_pat
     (kb / "level1" / "2_Conv.py").rename(kb / "level1" / "2_Conv2d.py")
     with pytest.raises(ProtocolError, match="1 kernelbench_l1 problems not in the checkout"):
         _split_picker(protocol, "kernelbench_l1", [])(find_tasks(TasksConfig(problems_dir=str(kb))))
+
+
+@pytest.mark.parametrize("tasks", ["data", "examples"])
+def test_every_agent_task_option_takes_a_protocol(tasks):
+    """`tasks=data tasks.protocol=P` (the documented command) composes: every task option has the key."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments._hydra import CONF
+    from experiments.train import to_config
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="train",
+            overrides=["env=agent", f"tasks={tasks}", "tasks.protocol=/p.json", "eval.splits=[dev]"]
+            + (["tasks.path=/d"] if tasks == "data" else []),
+        )
+    assert to_config(cfg).tasks.protocol == "/p.json"
