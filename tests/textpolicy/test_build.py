@@ -124,3 +124,35 @@ def test_corpus_main_builds_the_default_spec_and_corpus_config():
     corpus, _, spec = to_config(cfg)
     assert spec == TextPolicySpec()
     assert corpus == CorpusConfig(judge=corpus.judge)
+
+
+def test_corpus_main_with_a_protocol_uses_its_train_tasks_only(tmp_path, monkeypatch, capsys):
+    """`experiments.corpus protocol=P`: no dev or test task reaches the corpus (nor its tokenizer)."""
+    import contextlib
+
+    import research.data.transcripts as transcripts
+    from research.data import read_jsonl
+    from tests.evaluation.study_fixtures import write_pool, write_pool_protocol
+    from tests.hydra_mains import run_main
+
+    pool = write_pool(tmp_path / "data")
+    (tmp_path / "data" / "pool.jsonl").rename(tmp_path / "data" / "tasks.jsonl")
+    protocol, manifest = write_pool_protocol(tmp_path / "data" / "tasks.jsonl", tmp_path / "protocol.json")
+    seen = []
+
+    def fake(tasks, cfg, out_dir, client):
+        seen.extend(t.id for t in tasks)
+        return {"kept": 0, "episodes": 0, "tasks_covered": 0, "tasks_given": len(tasks)}
+
+    monkeypatch.setattr(transcripts, "generate_corpus", fake)
+    monkeypatch.setattr("kernels_env.client.SandboxClient", lambda *a, **k: contextlib.nullcontext())
+    argv = [
+        f"data_dir={tmp_path / 'data'}",
+        f"out_dir={tmp_path / 'c'}",
+        f"protocol={manifest}",
+        f"hydra.run.dir={tmp_path / 'h'}",
+    ]
+    assert run_main("corpus", argv, monkeypatch) is None
+    assert sorted(seen) == sorted(protocol.splits["train"]) and len(
+        read_jsonl(pool.parent / "tasks.jsonl")
+    ) > len(seen)
