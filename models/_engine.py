@@ -41,8 +41,8 @@ from flax import nnx
 
 from . import _continue, _paged
 from ._model import cast_params
-from ._sampler import FINISH_NAMES, SampleOutput, SamplingConfig, bucket
-from ._slots import KeptIds, Request, Result, SlotTable, StopScanner, sample_output
+from ._sampler import FINISH_NAMES, SampleOutput, SamplingConfig, StopScanner, bucket
+from ._slots import KeptIds, Request, Result, SlotTable, sample_output
 
 EOS, LENGTH, STOP = 1, 2, 3
 

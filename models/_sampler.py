@@ -565,19 +565,33 @@ class Sampler:
         )
 
 
-class _StopChecker:
-    """Host-side stop-string detection on the text of newly generated tokens only."""
+class StopScanner:
+    """Earliest token completing a stop string, scanning only new tokens (with a look-back window)."""
 
-    def __init__(self, tokenizer, stops, n: int):
-        self.tok = tokenizer
-        self.stops = stops
-        self.n = n
+    def __init__(self, tokenizer, stops):
+        self.tok, self.stops = tokenizer, stops
         # A token decodes to >= 1 byte, a character has <= 4 bytes: this many tokens cover any stop string.
         self.lookback = 4 * max(len(s) for s in stops) + 2
 
     def _hit(self, ids) -> bool:
         text = self.tok.decode(ids)
         return any(s in text for s in self.stops)
+
+    def first_stop(self, tokens: list[int], start: int) -> int | None:
+        """End (exclusive) of the earliest token at index >= ``start`` that completes a stop string."""
+        if start >= len(tokens) or not self._hit(tokens[max(0, start - self.lookback) :]):
+            return None
+        for j in range(start, len(tokens)):
+            if self._hit(tokens[max(0, j + 1 - self.lookback) : j + 1]):
+                return j + 1
+        return None
+
+
+class _StopChecker:
+    """Host-side stop-string detection on the text of newly generated tokens only."""
+
+    def __init__(self, tokenizer, stops, n: int):
+        self.scan, self.n = StopScanner(tokenizer, stops), n
 
     def update(self, carry: _Carry, start: int, end: int):
         # Whole arrays (a few KB): slicing on device would compile a program per segment end.
@@ -588,15 +602,11 @@ class _StopChecker:
         changed = False
         for i in range(self.n):
             stop_at = min(int(gen_len[i]), end)
-            if start >= stop_at or (done[i] and finish[i] == STOP):
+            if done[i] and finish[i] == STOP:
                 continue
-            lo = max(0, start - self.lookback)
-            if not self._hit(tokens[i, lo:stop_at].tolist()):
-                continue
-            for j in range(start, stop_at):  # earliest token completing a stop string
-                if self._hit(tokens[i, max(0, j + 1 - self.lookback) : j + 1].tolist()):
-                    gen_len[i], done[i], finish[i], changed = j + 1, True, STOP, True
-                    break
+            hit = self.scan.first_stop(tokens[i, :stop_at].tolist(), start)
+            if hit is not None:
+                gen_len[i], done[i], finish[i], changed = hit, True, STOP, True
         if changed:
             carry = carry._replace(
                 gen_len=jnp.asarray(gen_len), done=jnp.asarray(done), finish=jnp.asarray(finish)

@@ -134,28 +134,6 @@ class SlotTable:
         }
 
 
-class StopScanner:
-    """Earliest token completing a stop string, scanning only new tokens (with a look-back window)."""
-
-    def __init__(self, tokenizer, stops):
-        self.tok, self.stops = tokenizer, stops
-        # A token decodes to >= 1 byte, a character has <= 4 bytes: this many tokens cover any stop string.
-        self.lookback = 4 * max(len(s) for s in stops) + 2
-
-    def _hit(self, ids) -> bool:
-        text = self.tok.decode(ids)
-        return any(s in text for s in self.stops)
-
-    def first_stop(self, tokens: list[int], start: int) -> int | None:
-        """End (exclusive) of the earliest token at index >= ``start`` that completes a stop string."""
-        if start >= len(tokens) or not self._hit(tokens[max(0, start - self.lookback) :]):
-            return None
-        for j in range(start, len(tokens)):
-            if self._hit(tokens[max(0, j + 1 - self.lookback) : j + 1]):
-                return j + 1
-        return None
-
-
 def sample_output(results: list[Result], max_new: int, pad_id: int, stats: dict) -> SampleOutput:
     """Results as the arrays of ``Sampler.generate`` ([n, max_new], pad / 0 after each response)."""
     tokens = np.full((len(results), max_new), pad_id, np.int32)

@@ -151,14 +151,11 @@ def numerator(loss, mask, mode: str, segment_ids=None):
 def aggregate(loss, mask, mode: str, denominator=None, segment_ids=None):
     """``mode``'s aggregate of ``loss`` over ``mask``; ``denominator`` from the whole batch when ``loss`` is
     one micro-batch of it."""
-    den = _denominator(mask, mode, segment_ids) if denominator is None else denominator
+    den = denominator_of(mask, mode, segment_ids) if denominator is None else denominator
     return numerator(loss, mask, mode, segment_ids) / den
 
 
-def _denominator(mask, mode: str, segment_ids=None):
+def denominator_of(mask, mode: str, segment_ids=None):
     if segment_ids is None:
         return AGGREGATIONS.get(mode)[1](mask.astype(F32))
     return SEGMENT_AGGREGATIONS.get(mode)[1](mask.astype(F32), segment_ids)
-
-
-denominator = _denominator

@@ -30,7 +30,7 @@ import models
 from ._advantages import compute_advantages
 from ._batch import RLBatch
 from ._config import LearnerConfig
-from ._losses import KL_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES, denominator, numerator, value_loss
+from ._losses import KL_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES, denominator_of, numerator, value_loss
 from ._packing import repack, unpack
 
 F32 = jnp.float32
@@ -236,7 +236,7 @@ def _apply(tx, params, opt, grads):
 
 def _numerator(mb, cfg):
     """``num(loss, mask)``: the aggregation's numerator, per trajectory in a packed batch."""
-    seg = None if mb.positions is None else mb.segment_ids
+    seg = packed(mb).get("segment_ids")
     return lambda loss, m: numerator(loss, m, cfg.loss.aggregation, seg)
 
 
@@ -290,8 +290,8 @@ def _rft_loss(params, mb, dens, *, actor_def, cfg):
 
 def _dens(batch, cfg):
     m = batch.response_mask.astype(F32)
-    seg = None if batch.positions is None else batch.segment_ids
-    return {"agg": denominator(m, cfg.loss.aggregation, seg), "tokens": jnp.maximum(m.sum(), 1.0)}
+    seg = packed(batch).get("segment_ids")
+    return {"agg": denominator_of(m, cfg.loss.aggregation, seg), "tokens": jnp.maximum(m.sum(), 1.0)}
 
 
 def ppo_gradients(state, batch, *, actor_def, critic_def, cfg, mesh=None):

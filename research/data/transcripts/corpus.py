@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from kernels_env.client import JudgeConfig
-from research.agent import AgentConfig, RunConfig, TasksConfig, run_agent
+from research.agent import AgentConfig, RunConfig, TasksConfig, read_jsonl, run_agent
 from research.agent.policies.scripted import ScriptedPolicy
+from research.agent.runner import TRAJECTORIES
 
 from ..records import TaskRecord, write_jsonl
 from .bugs import BUG_KINDS, EXPECTED, inject
@@ -145,7 +146,7 @@ def _run(
         progress=False,
     )
     run_agent(run, policy=policy, client=client)
-    return [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines() if line]
+    return read_jsonl(out / TRAJECTORIES)
 
 
 def generate_corpus(tasks: list[TaskRecord], cfg: CorpusConfig, out_dir, client) -> dict[str, Any]:
@@ -218,7 +219,7 @@ def replay(out_dir, cfg: CorpusConfig, client) -> list[dict[str, Any]]:
     """Play every kept transcript's recorded tool calls (and thoughts) again through the agent loop;
     returns per task the recorded and the replayed (final status, judged calls)."""
     out = Path(out_dir)
-    recs = [json.loads(line) for line in (out / CORPUS).read_text().splitlines() if line]
+    recs = read_jsonl(out / CORPUS)
     script = {r["task"]: _calls(r["messages"]) for r in recs}
     again = {
         r["task"]: r
