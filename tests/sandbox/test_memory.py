@@ -141,3 +141,26 @@ def test_a_problem_too_large_for_the_host_is_not_run(client):
     # Nothing ran: no memory plan (the footprint's measurement builds inputs), no trial, no candidate load.
     assert res["judge"]["memory_plan"] is None and res["correctness"] is None
     assert set(res["durations_s"]["run_phases"]) <= {"load", "memory estimate", "cleanup"}
+
+
+# The same preflight on a GPU worker (issue 31): 400 GB of float32 inputs against the device's free memory
+# (torch.cuda.mem_get_info), judged before the worker builds anything on the device.
+@pytest.mark.gpu
+def test_a_problem_too_large_for_the_gpu_is_not_run(tmp_path):
+    from kernels_env.client import SandboxClient
+    from kernels_env.rules.config import SandboxConfig
+
+    config = SandboxConfig(device="cuda", cache_dir=str(tmp_path), num_compile_workers=1, run_timeout_s=120)
+    with SandboxClient(config) as sb:
+        res = sb.evaluate(
+            reference=src(RELU_PROBLEM.replace("N = 1024", "N = 10**11")),
+            solution=src(RELU_TRITON),
+            judge=JudgeConfig(time_candidate=False, num_trials=1),
+        )
+    assert res["status"] == "insufficient_memory" and res["reward"] is None, res["error"]
+    assert "\n" not in res["error"] and "this GPU has" in res["error"], res["error"]
+    estimate = res["judge"]["memory_estimate"]
+    assert estimate["free_source"] == "device" and estimate["footprint"]["inputs"] == 4 * 10**11
+    assert 0 < estimate["free_bytes"] < estimate["required_bytes"]
+    assert res["correctness"] is None and res["judge"]["memory_plan"] is None
+    print("REPORT", res["error"])
