@@ -22,7 +22,6 @@ runs solved (per task: the mean log-speedup over its correct seeds).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -35,6 +34,7 @@ import numpy as np
 from kernels_env.client import CORRECT, summarize
 
 from . import stats
+from ._jsonio import read_json, write_json
 from .protocol import Protocol
 
 RESULTS_SCHEMA, PAIRED_SCHEMA = "study-results/1", "study-paired/1"
@@ -133,22 +133,12 @@ class RunResults:
     def save(self, path: str | os.PathLike) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1))
-        os.replace(tmp, path)
+        write_json(path, self.to_dict(), indent=1)
         return path
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunResults:
-        path = Path(path)
-        try:
-            d = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ResultsError(f"no results file at {path}") from None
-        except json.JSONDecodeError as exc:
-            raise ResultsError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-        if not isinstance(d, dict) or d.get("schema") != RESULTS_SCHEMA:
-            raise ResultsError(f"{path}: not a {RESULTS_SCHEMA} file")
+        d = read_json(Path(path), RESULTS_SCHEMA, ResultsError, "no results file", "file")
         return cls(
             str(d["run"]),
             str(d["split"]),

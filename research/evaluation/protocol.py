@@ -38,6 +38,7 @@ from typing import Any
 from research.data.decontam import source_ops
 from research.data.ops import CATEGORIES
 
+from ._jsonio import read_json, write_json
 from .kernelbench import ProblemIndex
 
 MIN_TEST_TASKS = 48
@@ -288,14 +289,7 @@ def _from_manifest(m: Mapping[str, Any]) -> Protocol:
 
 def load_protocol(path: str | os.PathLike) -> Protocol:
     path = Path(path)
-    try:
-        m = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ProtocolError(f"no protocol at {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(m, dict) or m.get("schema") != SCHEMA:
-        raise ProtocolError(f"{path}: not a {SCHEMA} manifest")
+    m = read_json(path, SCHEMA, ProtocolError, "no protocol", "manifest")
     try:
         protocol = _from_manifest(m)
     except (KeyError, TypeError) as exc:
@@ -306,9 +300,7 @@ def load_protocol(path: str | os.PathLike) -> Protocol:
 
 
 def _write(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_json(path, data, indent=1, sort_keys=True)
 
 
 def write_protocol(protocol: Protocol, path: str | os.PathLike) -> Path:

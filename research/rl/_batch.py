@@ -131,35 +131,18 @@ def pack_trajectories(
         kept.append(i)
     if not rows:
         return None, drops, kept
-    if cfg.packing:
-        from ._packing import pack_rows
+    from ._packing import pack_rows, write_rows  # _packing builds on this module's types
 
+    if cfg.packing:
         return pack_rows(rows, cfg), drops, kept
     longest = max(p.size + r.size for p, r, *_ in rows)
     t = -(-longest // cfg.pad_to) * cfg.pad_to
     b = -(-len(rows) // cfg.rows_multiple) * cfg.rows_multiple
-    out = {
-        "tokens": np.full((b, t), cfg.pad_id, np.int32),
-        "response_mask": np.zeros((b, t), np.float32),
-        "old_logprobs": np.zeros((b, t), np.float32),
-        "token_rewards": np.zeros((b, t), np.float32),
-        "token_discounts": np.ones((b, t), np.float32),
-        "turn_ids": np.full((b, t), -1, np.int32),
-        "segment_ids": np.zeros((b, t), np.int32),
-    }
+    out, _ = write_rows(rows, [[j] for j in range(len(rows))], (b, t), cfg.pad_id)  # one per row
     groups: dict = {}
     group_ids = np.arange(b, dtype=np.int32)  # padding rows: groups of their own
-    for j, (prompt, resp, mask, lp, r, d, tid, group) in enumerate(rows):
-        p, n = prompt.size, resp.size
-        out["tokens"][j, :p] = prompt
-        out["tokens"][j, p : p + n] = resp
-        out["response_mask"][j, p : p + n] = mask
-        out["old_logprobs"][j, p : p + n] = np.where(mask, lp, 0.0)
-        out["token_rewards"][j, p : p + n] = r
-        out["token_discounts"][j, p : p + n] = d
-        out["turn_ids"][j, p : p + n] = tid
-        out["segment_ids"][j, : p + n] = 1
-        group_ids[j] = groups.setdefault(group, len(groups))
+    for j, row in enumerate(rows):
+        group_ids[j] = groups.setdefault(row[-1], len(groups))
     # Padding rows take group ids after the real ones (still < B, as the estimators need).
     group_ids[len(rows) :] = np.arange(len(groups), len(groups) + b - len(rows))
     return RLBatch(group_ids=group_ids, **out), drops, kept

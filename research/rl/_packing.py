@@ -30,25 +30,26 @@ def first_fit_decreasing(lengths, capacity: int) -> list[list[int]]:
     return rows
 
 
-def pack_rows(rows, cfg: PackConfig) -> RLBatch:
-    """The packed RLBatch of ``_batch.pack_trajectories``'s kept rows (prompt, response, mask, log-probs,
-    rewards, discounts, turn ids, group)."""
-    lengths = [p.size + r.size for p, r, *_ in rows]
-    placed = first_fit_decreasing(lengths, cfg.max_len)
-    t = -(-max(sum(lengths[i] for i in row) for row in placed) // cfg.pad_to) * cfg.pad_to
-    b = -(-len(placed) // cfg.rows_multiple) * cfg.rows_multiple
+def write_rows(rows, placed, shape, pad_id: int, index_len: int | None = None):
+    """(per-token arrays [B, T] = ``shape`` by RLBatch field, SegmentLayout index or None) of
+    ``_batch.pack_trajectories``' kept ``rows``: row k holds the trajectories ``placed[k]`` one after
+    another, numbered 1, 2, ... in ``segment_ids``. With ``index_len`` (the padded layout's T) the packed
+    extras too: ``positions`` restarting at 0 per trajectory and the [S, index_len] index. The padded
+    layout is this with one trajectory per row and no extras."""
+    b, t = shape
     out = {
-        "tokens": np.full((b, t), cfg.pad_id, np.int32),
+        "tokens": np.full((b, t), pad_id, np.int32),
         "response_mask": np.zeros((b, t), np.float32),
         "old_logprobs": np.zeros((b, t), np.float32),
         "token_rewards": np.zeros((b, t), np.float32),
         "token_discounts": np.ones((b, t), np.float32),
         "turn_ids": np.full((b, t), -1, np.int32),
         "segment_ids": np.zeros((b, t), np.int32),
-        "positions": np.zeros((b, t), np.int32),
     }
-    seq_len = -(-max(lengths) // cfg.pad_to) * cfg.pad_to  # the padded layout's T
-    index = np.full((len(rows), seq_len), b * t, np.int32)
+    index = None
+    if index_len is not None:
+        out["positions"] = np.zeros((b, t), np.int32)
+        index = np.full((len(rows), index_len), b * t, np.int32)
     for row, members in enumerate(placed):
         col = 0
         for seg, i in enumerate(members, start=1):
@@ -63,9 +64,22 @@ def pack_rows(rows, cfg: PackConfig) -> RLBatch:
             out["token_discounts"][row, resp_at] = d
             out["turn_ids"][row, resp_at] = tid
             out["segment_ids"][row, col : col + p + n] = seg
-            out["positions"][row, col : col + p + n] = np.arange(p + n)
-            index[i, : p + n] = row * t + col + np.arange(p + n)
+            if index is not None:
+                out["positions"][row, col : col + p + n] = np.arange(p + n)
+                index[i, : p + n] = row * t + col + np.arange(p + n)
             col += p + n
+    return out, index
+
+
+def pack_rows(rows, cfg: PackConfig) -> RLBatch:
+    """The packed RLBatch of ``_batch.pack_trajectories``'s kept rows (prompt, response, mask, log-probs,
+    rewards, discounts, turn ids, group)."""
+    lengths = [p.size + r.size for p, r, *_ in rows]
+    placed = first_fit_decreasing(lengths, cfg.max_len)
+    t = -(-max(sum(lengths[i] for i in row) for row in placed) // cfg.pad_to) * cfg.pad_to
+    b = -(-len(placed) // cfg.rows_multiple) * cfg.rows_multiple
+    seq_len = -(-max(lengths) // cfg.pad_to) * cfg.pad_to  # the padded layout's T
+    out, index = write_rows(rows, placed, (b, t), cfg.pad_id, seq_len)
     groups: dict = {}
     group_ids = np.asarray([groups.setdefault(g, len(groups)) for *_, g in rows], np.int32)
     # Row-level group ids are unused in a packed batch (groups are per trajectory): kept for the layout.

@@ -102,10 +102,11 @@ def build_checkpoint(
         raise ValueError(f"the tokenizer has {len(fast)} tokens > vocab_size {spec.vocab_size}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    hf = spec.hf_config(eos_token_id=fast.convert_tokens_to_ids(END_OF_TURN), pad_token_id=fast.pad_token_id)
-    kwargs = {k: v for k, v in hf.items() if k not in ("architectures", "model_type", "torch_dtype")}
+    config = spec.qwen2_config(
+        eos_token_id=fast.convert_tokens_to_ids(END_OF_TURN), pad_token_id=fast.pad_token_id
+    )
     torch.manual_seed(spec.seed)
-    model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**kwargs))
+    model = transformers.Qwen2ForCausalLM(config)
     model.to(getattr(torch, spec.dtype)).save_pretrained(str(out))
     models.save_tokenizer(fast, out)
     digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()

@@ -56,30 +56,30 @@ class TextPolicySpec:
         """Weights only (the safetensors header and tokenizer add well under 1 MB)."""
         return self.num_params() * DTYPE_BYTES[self.dtype]
 
-    def hf_config(self, *, eos_token_id: int, pad_token_id: int) -> dict:
-        """The checkpoint's ``config.json`` (transformers' Qwen2 keys)."""
-        return {
-            "architectures": ["Qwen2ForCausalLM"],
-            "model_type": "qwen2",
-            "vocab_size": self.vocab_size,
-            "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size,
-            "num_hidden_layers": self.num_layers,
-            "num_attention_heads": self.num_heads,
-            "num_key_value_heads": self.num_kv_heads,
-            "head_dim": self.head_dim,
-            "max_position_embeddings": self.max_position_embeddings,
-            "rope_theta": self.rope_theta,
-            "rms_norm_eps": 1e-6,
-            "hidden_act": "silu",
-            "tie_word_embeddings": True,
-            "use_sliding_window": False,
-            "eos_token_id": eos_token_id,
-            "pad_token_id": pad_token_id,
-            "bos_token_id": None,
-            "initializer_range": 0.02,
-            "torch_dtype": self.dtype,
-        }
+    def qwen2_config(self, *, eos_token_id: int, pad_token_id: int):
+        """transformers' ``Qwen2Config`` of this spec (``save_pretrained`` adds ``architectures``,
+        ``model_type`` and the weights' ``torch_dtype`` to ``config.json`` itself)."""
+        import transformers
+
+        return transformers.Qwen2Config(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_kv_heads,
+            head_dim=self.head_dim,
+            max_position_embeddings=self.max_position_embeddings,
+            rope_theta=self.rope_theta,
+            rms_norm_eps=1e-6,
+            hidden_act="silu",
+            tie_word_embeddings=True,
+            use_sliding_window=False,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+            bos_token_id=None,
+            initializer_range=0.02,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)

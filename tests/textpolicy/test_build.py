@@ -59,9 +59,7 @@ def _demo(tmp_path):
 def test_parameter_count_matches_transformers(spec):
     import transformers
 
-    hf = spec.hf_config(eos_token_id=2, pad_token_id=0)
-    kw = {k: v for k, v in hf.items() if k not in ("architectures", "model_type", "torch_dtype")}
-    model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**kw))
+    model = transformers.Qwen2ForCausalLM(spec.qwen2_config(eos_token_id=2, pad_token_id=0))
     assert spec.num_params() == sum(p.numel() for p in model.parameters())
 
 
@@ -156,3 +154,45 @@ def test_corpus_main_with_a_protocol_uses_its_train_tasks_only(tmp_path, monkeyp
     assert sorted(seen) == sorted(protocol.splits["train"]) and len(
         read_jsonl(pool.parent / "tasks.jsonl")
     ) > len(seen)
+
+
+def test_checkpoint_is_transformers_qwen2_of_the_spec(tmp_path):
+    """config.json and the weights are what transformers writes for a Qwen2 with the spec's fields spelled
+    out by hand here (seeded as the spec says, saved in its dtype)."""
+    import safetensors.numpy
+    import torch
+    import transformers
+
+    import models
+
+    report = build_checkpoint(tmp_path / "ckpt", SMALL, texts=["def f(x):\n    return x + 1\n"] * 4)
+    tok = models.load_tokenizer(tmp_path / "ckpt")
+    ref = transformers.Qwen2Config(
+        vocab_size=600,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=1024,
+        rope_theta=10_000.0,
+        rms_norm_eps=1e-6,
+        hidden_act="silu",
+        tie_word_embeddings=True,
+        use_sliding_window=False,
+        eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=None,
+        initializer_range=0.02,
+    )
+    torch.manual_seed(SMALL.seed)
+    transformers.Qwen2ForCausalLM(ref).to(torch.bfloat16).save_pretrained(str(tmp_path / "ref"))
+    got, want = (json.loads((tmp_path / d / "config.json").read_text()) for d in ("ckpt", "ref"))
+    assert got == want and got["architectures"] == ["Qwen2ForCausalLM"] and got["model_type"] == "qwen2"
+    a, b = (safetensors.numpy.load_file(tmp_path / d / "model.safetensors") for d in ("ckpt", "ref"))
+    assert sorted(a) == sorted(b) and report.num_params == SMALL.num_params()
+    for name in a:
+        assert a[name].dtype == b[name].dtype and np.array_equal(
+            a[name].view(np.uint16), b[name].view(np.uint16)
+        )

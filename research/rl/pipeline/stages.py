@@ -13,7 +13,8 @@
    pretraining is off; none for critic-free estimators such as GRPO).
 
 Every learner stage runs through ``research.rl.train`` (metrics JSONL + TensorBoard + curves, checkpoints,
-exact resume) under ``<out_dir>/<stage>/``. A stage whose manifest exists with the same config hash is
+exact resume) under ``<out_dir>/<stage>/`` (``_stage_common.py``: the directory, evaluation, learner run and
+manifest every stage shares). A stage whose manifest exists with the same config hash is
 skipped. When the time budget runs out a stage checkpoints the steps it finished and says so
 (``extra.truncated``). Several JAX processes run every stage together (``out_dir`` on a filesystem they
 all see): rollouts split across them (``shares.py``), one global batch, Orbax checkpoints written by all,
@@ -35,24 +36,17 @@ import models
 from research.rollout import read_trajectories, write_trajectories
 
 from .._batch import PackConfig, pack_trajectories
-from .._checkpoint import CheckpointDir
 from .._distributed import is_primary, sync, to_host
 from .._learner import Learner
-from .._loop import RunConfig, train
-from .._metrics import read_metrics
 from .._update import explained_variance
+from ._stage_common import cycle, evaluate_stage, learner_stage, stage_dir, stage_manifest
 from .config import CRITIC_FREE
-from .evaluate import eval_rollout, evaluate_policy
 from .filters import rft_filter
 from .manifest import Manifest, config_hash
 from .overlap import OverlappedSource
 from .pretrain import pretrain
 from .rollout_metrics import rollout_metrics
-from .runtime import DeadlineReached, Runtime, build_policy
-
-
-def _dir(rt: Runtime, stage: str) -> Path:
-    return rt.out / stage
+from .runtime import Runtime, build_policy
 
 
 def _pack(rt: Runtime, records, max_len: int, rows: int, max_turns: int = 64):
@@ -62,99 +56,11 @@ def _pack(rt: Runtime, records, max_len: int, rows: int, max_turns: int = 64):
     return pack_trajectories(records, rt.cfg.reward, cfg)
 
 
-def _evaluate(rt: Runtime, stage: str, model, rollout) -> dict:
-    if not rt.cfg.eval.enabled:
-        return {}
-    if rt.cfg.env == "agent":
-        # one evaluation protocol after every stage: the multi-turn (PPO) rollout's context budget, or the
-        # single-turn warm-up's for eval.turns=1 (the agent's multi-turn prompt carries the tools)
-        rollout = rt.cfg.ppo.rollout if rt.cfg.eval.turns > 1 else rt.cfg.warmup.rollout
-    sampler = rt.sampler(model, rollout)
-    final = not rt.cfg.stages or stage == rt.cfg.stages[-1]
-    metrics, records = evaluate_policy(
-        rt.eval_env if final else rt.interim_eval_env,
-        sampler,
-        eval_rollout(rollout, rt.cfg.eval),
-        rt.cfg.eval,
-        rt.cfg.reward,
-    )
-    d = _dir(rt, stage)
-    if is_primary():  # several processes: the records were gathered, every process has them all
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "eval.json").write_text(json.dumps(metrics, indent=2))
-        with (d / "eval_records.jsonl").open("w") as f:
-            for split, recs in records.items():
-                for r in recs:
-                    row = {"split": split, "task_id": r.task_id, "final_plan": r.info.get("final_plan")}
-                    f.write(json.dumps({**row, "verdict": r.verdict, "end_reason": r.end_reason}) + "\n")
-    sync(f"eval:{d}")
-    return metrics
-
-
-def _learner_stage(rt, stage, learner, source, steps, save_every, kind, cursor_box) -> tuple[list, bool]:
-    out = _dir(rt, stage)
-    run = RunConfig(
-        out_dir=str(out),
-        steps=steps,
-        kind=kind,
-        save_every=save_every,
-        progress=rt.cfg.progress,
-        tensorboard=rt.cfg.tensorboard,
-    )
-    try:
-        rows = train(learner, source, run)
-        return rows, False
-    except DeadlineReached:
-        sync(f"deadline:{out}")  # process 0 has closed the metrics file the others read
-        rows = read_metrics(out)
-        done = rows[-1]["step"] if rows else 0
-        ckpts = CheckpointDir(out / "checkpoints", keep=run.keep)
-        if done and done not in ckpts.steps():
-            ckpts.save(done, learner, cursor=cursor_box.get("cursor"), extra={"run_step": done})
-        return rows, True
-
-
-def _summary(rows: list[dict]) -> dict:
-    if not rows:
-        return {}
-    keys = (
-        "reward_mean",
-        "pass_rate",
-        "faster_eager",
-        "faster_compile",
-        "nll",
-        "value_loss",
-        "explained_variance",
-        "entropy",
-        "clip_frac",
-        "opt/any",
-    )
-    return {k: rows[-1][k] for k in keys if k in rows[-1]} | {"steps_done": rows[-1]["step"]}
-
-
-def _manifest(rt, stage, h, prev, learner_dir, rows, truncated, keep_actor=None, keep_critic=None, **extra):
-    latest = CheckpointDir(learner_dir / "checkpoints").latest() if learner_dir else None
-    part = lambda name: str(latest / name) if latest is not None and (latest / name).is_dir() else None
-    actor = keep_actor if keep_actor is not None else (part("actor") or prev.actor)
-    critic = keep_critic if keep_critic is not None else part("critic")
-    m = Manifest(
-        stage=stage,
-        actor=actor,
-        critic=critic,
-        step=rows[-1]["step"] if rows else 0,
-        config_hash=h,
-        metrics=_summary(rows),
-        inputs=str(_dir(rt, prev.stage) / "manifest.json"),
-        extra={"truncated": truncated, **extra},
-    )
-    return m
-
-
 # --- stage 0 ---------------------------------------------------------------------------------------------
 def run_pretrain(rt: Runtime) -> Manifest:
     c = rt.cfg
     h = config_hash({"model": c.model, "pretrain": c.pretrain, "corpus": c.corpus, "tasks": c.tasks})
-    d = _dir(rt, "pretrain")
+    d = stage_dir(rt, "pretrain")
     if (m := Manifest.find(d, h)) is not None:
         return m
     model = build_policy(c.model, len(rt.tokenizer))
@@ -172,7 +78,7 @@ def run_pretrain(rt: Runtime) -> Manifest:
     )
     actor = models.save_checkpoint(d / "actor", model)
     metrics = {**last, "time_s": time.perf_counter() - t0}
-    ev = _evaluate(rt, "pretrain", model, c.warmup.rollout)
+    ev = evaluate_stage(rt, "pretrain", model, c.warmup.rollout)
     if ev:
         metrics["eval"] = ev
     m = Manifest(
@@ -193,7 +99,7 @@ def run_init(rt: Runtime) -> Manifest:
     is (``Runtime.restore_actor`` loads it); a random init (``model.arch``) is saved once."""
     c = rt.cfg
     h = config_hash({"model": c.model})
-    d = _dir(rt, "init")
+    d = stage_dir(rt, "init")
     if (m := Manifest.find(d, h)) is not None:
         return m
     if c.model.checkpoint:
@@ -213,24 +119,12 @@ def run_init(rt: Runtime) -> Manifest:
             "(model.tokenizer must be the checkpoint's tokenizer)"
         )
     metrics = {"params": arch.num_params()}
-    ev = _evaluate(rt, "init", model, c.warmup.rollout)
+    ev = evaluate_stage(rt, "init", model, c.warmup.rollout)
     if ev:
         metrics["eval"] = ev
     m = Manifest("init", actor, None, 0, h, metrics, extra={"checkpoint": c.model.checkpoint})
     m.save(d)
     return m
-
-
-def _cycle(rt: Runtime, batches: list, box: dict, metrics: dict):
-    """A learner source over fixed batches, round and round (SFT, RFT, value pretraining); ``box`` keeps
-    the cursor a truncated stage checkpoints."""
-
-    def source(cursor):
-        rt.check_deadline()
-        box["cursor"] = int(cursor) + 1
-        return batches[int(cursor) % len(batches)], int(cursor) + 1, metrics
-
-    return source
 
 
 # --- stages 1 and 4 --------------------------------------------------------------------------------------
@@ -283,7 +177,7 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
     if overlap.enabled:  # off: the hash (and the stages it finds done) as before the switch existed
         key["overlap"] = overlap
     h = config_hash(key, prev)
-    d = _dir(rt, stage)
+    d = stage_dir(rt, stage)
     if (m := Manifest.find(d, h)) is not None:
         return m
     # Restored straight onto the run's mesh (a checkpoint of any mesh restores onto any other).
@@ -317,11 +211,11 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
     else:
         source = _rollout_source(rt, learner, cfg.rollout, box)
     try:
-        rows, truncated = _learner_stage(rt, stage, learner, source, cfg.steps, cfg.save_every, "ppo", box)
+        rows, truncated = learner_stage(rt, stage, learner, source, cfg.steps, cfg.save_every, "ppo", box)
     finally:
         if overlap.enabled:
             source.close()
-    m = _manifest(
+    m = stage_manifest(
         rt,
         stage,
         h,
@@ -331,7 +225,7 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
         truncated,
         critic_init=critic_init,
     )
-    ev = _evaluate(rt, stage, learner.actor_model(), cfg.rollout)
+    ev = evaluate_stage(rt, stage, learner.actor_model(), cfg.rollout)
     if ev:
         m.metrics["eval"] = ev
     m.save(d)
@@ -357,7 +251,7 @@ def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
     c = rt.cfg.sft
     path = demos_path(c.demos)
     h = config_hash({"stage": c, "demos": hashlib.sha256(path.read_bytes()).hexdigest()}, prev)
-    d = _dir(rt, "sft")
+    d = stage_dir(rt, "sft")
     if (m := Manifest.find(d, h)) is not None:
         return m
     trajs, drops = demo_trajectories(c, rt.chat, rt.env.tools, rt.train_tasks)
@@ -371,12 +265,12 @@ def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
     box: dict = {}
     info = {"demos": float(len(trajs)), **drops.as_metrics("demos_dropped/")}
 
-    source = _cycle(rt, batches, box, info)
-    rows, truncated = _learner_stage(rt, "sft", learner, source, len(batches), c.save_every, "rft", box)
-    m = _manifest(rt, "sft", h, prev, d, rows, truncated, demos=str(path), kept=len(trajs))
+    source = cycle(rt, batches, box, info)
+    rows, truncated = learner_stage(rt, "sft", learner, source, len(batches), c.save_every, "rft", box)
+    m = stage_manifest(rt, "sft", h, prev, d, rows, truncated, demos=str(path), kept=len(trajs))
     m.metrics.update(info)
     m.critic = None
-    ev = _evaluate(rt, "sft", learner.actor_model(), rt.cfg.warmup.rollout)
+    ev = evaluate_stage(rt, "sft", learner.actor_model(), rt.cfg.warmup.rollout)
     if ev:
         m.metrics["eval"] = ev
     m.save(d)
@@ -387,7 +281,7 @@ def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
 def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
     c = rt.cfg.rft
     h = config_hash({"stage": c, "reward": rt.cfg.reward, "judge": rt.cfg.judge}, prev)
-    d = _dir(rt, "rft")
+    d = stage_dir(rt, "rft")
     if (m := Manifest.find(d, h)) is not None:
         return m
     d.mkdir(parents=True, exist_ok=True)
@@ -418,7 +312,7 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
     # sample_metrics first: its "accepted" (a count) must not replace the accepted indices
     extra = {**sample_metrics, "trajectories": str(traj), "accepted": kept_idx, "sampled": len(records)}
     if not c.enabled or not kept:
-        m = _manifest(
+        m = stage_manifest(
             rt,
             "rft",
             h,
@@ -451,14 +345,14 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
     learner = Learner(c.learner, actor, None, mesh=rt.mesh)
     box: dict = {}
 
-    source = _cycle(rt, batches, box, {"accepted": float(len(kept))})
-    rows, truncated = _learner_stage(
+    source = cycle(rt, batches, box, {"accepted": float(len(kept))})
+    rows, truncated = learner_stage(
         rt, "rft", learner, source, n_batches * c.epochs, c.save_every, "rft", box
     )
-    m = _manifest(rt, "rft", h, prev, d, rows, truncated, rft_steps=len(rows), **extra)
+    m = stage_manifest(rt, "rft", h, prev, d, rows, truncated, rft_steps=len(rows), **extra)
     m.critic = None  # the warm-up critic is not handed on: stage 3 pretrains one
     m.metrics.update({k: v for k, v in sample_metrics.items() if not k.startswith("sampled/opt")})
-    ev = _evaluate(rt, "rft", learner.actor_model(), c.rollout)
+    ev = evaluate_stage(rt, "rft", learner.actor_model(), c.rollout)
     if ev:
         m.metrics["eval"] = ev
     m.save(d)
@@ -488,7 +382,7 @@ def run_value(rt: Runtime, prev: Manifest) -> Manifest:
             f"value pretraining needs the RFT stage's trajectories, got a {prev.stage!r} manifest"
         )
     h = config_hash({"stage": c, "reward": rt.cfg.reward}, prev)
-    d = _dir(rt, "value")
+    d = stage_dir(rt, "value")
     if (m := Manifest.find(d, h)) is not None:
         return m
     records = read_trajectories(prev.extra["trajectories"])
@@ -511,10 +405,12 @@ def run_value(rt: Runtime, prev: Manifest) -> Manifest:
     ev_before = _mc_explained_variance(learner, batches)
     box: dict = {}
 
-    source = _cycle(rt, batches, box, {})
-    rows, truncated = _learner_stage(rt, "value", learner, source, c.steps, c.save_every, "value", box)
+    source = cycle(rt, batches, box, {})
+    rows, truncated = learner_stage(rt, "value", learner, source, c.steps, c.save_every, "value", box)
     ev_after = _mc_explained_variance(learner, batches)
-    m = _manifest(rt, "value", h, prev, d, rows, truncated, keep_actor=prev.actor, trajectories=len(records))
+    m = stage_manifest(
+        rt, "value", h, prev, d, rows, truncated, keep_actor=prev.actor, trajectories=len(records)
+    )
     m.metrics.update(explained_variance_mc_before=ev_before, explained_variance_mc_after=ev_after)
     if rows:
         m.metrics["explained_variance_first"] = rows[0].get("explained_variance")
