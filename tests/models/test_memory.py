@@ -84,8 +84,8 @@ def _xla_temp_bytes(cfg, batch, seq, chunk):
 # Factor 1.4 either way: the estimate counts the tensors our code keeps (saved residuals per layer, one
 # layer's recomputed working set with cotangents, the log-prob chunk, the unembedding-gradient workspace);
 # XLA's buffer assignment fuses elementwise chains and reuses dead buffers, so it lands a little below our sum
-# for the partial policies and a little above for `none` (the where-mask of the [T, T] scores). Measured on CPU
-# at this size: none 0.87, full 0.94, dots_no_batch 1.28, save_attn 1.17 (estimate / XLA).
+# for the partial policies and a little above for `none` (the where-mask of the [T, T] scores). Measured on
+# CPU at this size: none 0.87, full 0.94, dots_no_batch 1.28, save_attn 1.17 (estimate / XLA).
 @pytest.mark.parametrize("remat", ["none", "full", "dots_no_batch", "save_attn"])
 def test_activation_estimate_within_factor_of_xla(remat):
     cfg = models.ModelConfig(
