@@ -10,6 +10,7 @@ sampler, chunked log-probs, a critic, sharding rules and Orbax checkpoints. See 
     lp = models.token_logprobs(model, tokens)               # [B, T-1] fp32, chunked over tokens
     engine = models.Engine(model, models.EngineConfig(num_slots=8))    # continuous batching, paged KV
     critic = models.Critic.from_policy(model)               # values [B, T], no vocabulary logits
+    plan = models.memory_plan(config, models.MemorySettings(micro_batch_tokens=16384))  # bytes per component
 
 May import: the standard library, jax, flax, optax, orbax, numpy, ml_dtypes, safetensors, tokenizers,
 transformers (tokenizers only; tests use its torch models as the independent reference).
@@ -33,6 +34,7 @@ from ._decode import DecodeConfig
 from ._engine import Engine, EngineConfig
 from ._hf import CheckpointError, expected_tensors, load_hf, save_hf
 from ._logprobs import logprobs_from_hidden, token_logprobs
+from ._memory import MemoryPlan, MemorySettings, memory_plan, param_shapes
 from ._model import CausalLM, Decoder, KVCache, abstract_model, cast_params, init_model
 from ._sampler import SampleOutput, Sampler, SamplingConfig
 from ._sampling import sample_tokens, top_k_mask, top_p_mask
@@ -59,6 +61,8 @@ __all__ = [
     "EngineConfig",
     "Decoder",
     "KVCache",
+    "MemoryPlan",
+    "MemorySettings",
     "ModelConfig",
     "ModelSpec",
     "Request",
@@ -85,6 +89,8 @@ __all__ = [
     "train_bpe",
     "logprobs_from_hidden",
     "make_mesh",
+    "memory_plan",
+    "param_shapes",
     "qwen2_0_5b_config",
     "restore_checkpoint",
     "sample",
