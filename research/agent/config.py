@@ -82,7 +82,9 @@ class GenerationConfig:
 
     def __post_init__(self):
         if self.backend not in GENERATION_BACKENDS:
-            raise AgentConfigError(f"generation.backend must be one of {GENERATION_BACKENDS}, got {self.backend!r}")
+            raise AgentConfigError(
+                f"generation.backend must be one of {GENERATION_BACKENDS}, got {self.backend!r}"
+            )
         for name in ("num_slots", "page_size", "kv_budget_tokens", "segment_steps"):
             if getattr(self, name) < 1:
                 raise AgentConfigError(f"generation.{name} must be >= 1, got {getattr(self, name)}")
@@ -92,10 +94,10 @@ class GenerationConfig:
         an ``AgentConfigError`` naming ``where.generation`` when its pool cannot hold one."""
         import models
 
-        pages = -(-max_len // self.page_size)
-        if pages > self.kv_budget_tokens // self.page_size:
+        pages, have = -(-max_len // self.page_size), self.kv_budget_tokens // self.page_size
+        if pages > have:
             raise AgentConfigError(
-                f"{where}.generation.kv_budget_tokens={self.kv_budget_tokens} ({self.kv_budget_tokens // self.page_size} "
+                f"{where}.generation.kv_budget_tokens={self.kv_budget_tokens} ({have} "
                 f"pages of {self.page_size}) cannot hold one context of {max_len} tokens (context budget + "
                 f"max tokens per turn = {pages} pages): raise it or lower the context budget"
             )

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -31,7 +33,13 @@ def model():
     return models.init_model(models.tiny_config(**SMALL), seed=1)
 
 
-def _policy(model, generation=None, temperature=0.0, seed=3):
+@pytest.fixture(scope="module")
+def engines():
+    """Engines by slot count, shared by the tests of this module (each compiles once)."""
+    return {}
+
+
+def _policy(model, generation=None, temperature=0.0, seed=3, sampler=None):
     return FlaxPolicy(
         model,
         models.default_tokenizer(),
@@ -43,7 +51,16 @@ def _policy(model, generation=None, temperature=0.0, seed=3):
         seed=seed,
         generation=generation,
         max_context=2048,
+        sampler=sampler,
     )
+
+
+def _engine_policy(model, engines, n_slots, temperature=0.0, seed=3):
+    if n_slots in engines:  # the RL runtime's way: one engine, a policy per rollout batch
+        return _policy(None, temperature=temperature, seed=seed, sampler=engines[n_slots])
+    policy = _policy(model, _engine(n_slots), temperature=temperature, seed=seed)
+    engines[n_slots] = policy.engine
+    return policy
 
 
 class _Seat:
@@ -72,6 +89,10 @@ def _play(policy, episodes=EPISODES):
     for t in threads:
         t.join()
     policy.close()
+    if policy.engine is not None:  # every page free once the episodes ended
+        stats = policy.engine.stats
+        assert stats["kept_pages"] == 0 and stats["free_pages"] == policy.engine.config.num_pages
+        assert not policy.engine.busy and not policy.engine.results
     return out
 
 
@@ -79,40 +100,112 @@ def _engine(n_slots=2, budget=8192):
     return GenerationConfig(backend="engine", num_slots=n_slots, page_size=16, kv_budget_tokens=budget)
 
 
-def _assert_free(policy):
-    stats = policy.engine.stats
-    assert stats["kept_pages"] == 0 and stats["free_pages"] == policy.engine.config.num_pages
-    assert not policy.engine.busy and not policy.engine.results
-
-
-def test_greedy_engine_episodes_equal_the_sampler_path(model):
+@pytest.mark.slow  # ~11 s on 2 idle cores: the sampler and the engine compiled (tests/_tiers.py)
+def test_greedy_engine_episodes_equal_the_sampler_path(model, engines):
     ref = _play(_policy(model))
-    eng_policy = _policy(model, _engine())
-    got = _play(eng_policy)
+    policy = _engine_policy(model, engines, 2)
+    before = policy.engine.stats
+    got = _play(policy)
     for r, g in zip(ref, got):
         assert len(r["turns"]) == TURNS and g["end_reason"] == r["end_reason"] == "max_turns"
         for k in ("prompt_ids", "response_ids", "response_mask", "turn_ids"):
             assert g[k] == r[k], k
         np.testing.assert_allclose(g["logprobs"], r["logprobs"], atol=ATOL, rtol=0)
     assert ref[0]["prompt_ids"] == ref[1]["prompt_ids"] != ref[2]["prompt_ids"]
-    _assert_free(eng_policy)
-    stats = eng_policy.engine.stats
+    saved = policy.engine.stats["prefill_saved_continuation"] - before["prefill_saved_continuation"]
     # a later turn prefills only the last sampled token (never fed back) and its observation: the rest of
     # the context stayed in the engine's pages
-    later = sum(len(t["prompt_ids"]) + t["turns"][k]["end"] - 1 for t in got for k in range(TURNS - 1))
-    assert stats["prefill_saved_continuation"] == later
-    assert eng_policy.describe()["generation"] == "engine"
+    assert saved == sum(
+        len(t["prompt_ids"]) + t["turns"][k]["end"] - 1 for t in got for k in range(TURNS - 1)
+    )
+    assert policy.describe()["generation"] == "engine"
 
 
-def test_sampled_engine_episodes_are_reproducible_across_runs_and_slot_counts(model):
-    runs = [_play(_policy(model, _engine(n), temperature=1.0)) for n in (2, 2, 1, 4)]
+@pytest.mark.slow  # ~13 s alone on 2 idle cores: two engines compiled (tests/_tiers.py)
+def test_sampled_engine_episodes_are_reproducible_across_runs_and_slot_counts(model, engines):
+    runs = [_play(_engine_policy(model, engines, n, temperature=1.0)) for n in (2, 2, 1)]
     for other in runs[1:]:
         for a, b in zip(runs[0], other):
             assert a["response_ids"] == b["response_ids"] and a["response_mask"] == b["response_mask"]
             np.testing.assert_allclose(a["logprobs"], b["logprobs"], atol=ATOL, rtol=0)
     assert runs[0][0]["response_ids"] != runs[0][1]["response_ids"]  # one prompt, two episode streams
-    other_seed = _play(_policy(model, _engine(), temperature=1.0, seed=4))
+    other_seed = _play(_engine_policy(model, engines, 2, temperature=1.0, seed=4))
     assert other_seed[0]["response_ids"] != runs[0][0]["response_ids"]
+
+
+@pytest.mark.slow  # ~14 s alone: the engine and a full forward per length compiled (tests/_tiers.py)
+def test_weights_swapped_into_the_engine_play_without_recompiling(model, engines):
+    """What ``Runtime.sampler`` does before each RL batch: ``set_model`` with new weights of the same
+    shapes; the episodes' log-probs are the new weights' (a recomputing forward pass), nothing recompiles."""
+    policy = _engine_policy(model, engines, 2)
+    engine = policy.engine
+    _play(policy)
+    compiled = (engine._prefill._cache_size(), engine._decode._cache_size(), engine._first._cache_size())
+    new = models.init_model(models.tiny_config(**SMALL), seed=2)
+    engine.set_model(new)
+    try:
+        got = _play(_engine_policy(model, engines, 2))
+    finally:
+        engine.set_model(model)
+    assert (
+        engine._prefill._cache_size(),
+        engine._decode._cache_size(),
+        engine._first._cache_size(),
+    ) == compiled
+    for t in got[1:]:
+        ids = jnp.asarray([t["prompt_ids"] + t["response_ids"]])
+        ref = np.asarray(models.token_logprobs(new, ids))[0, len(t["prompt_ids"]) - 1 :]
+        on = np.asarray(t["response_mask"], bool)
+        np.testing.assert_allclose(np.asarray(t["logprobs"])[on], ref[on], atol=ATOL, rtol=0)
+
+
+class _FakeEngine:
+    """The ``models.Engine`` surface the driver uses, host-only: each request finishes in the next step
+    with two tokens; submits, releases and keys are recorded."""
+
+    def __init__(self):
+        self.submitted, self.released, self.results, self._running = [], [], {}, []
+        self.busy = False
+
+    @property
+    def stats(self):
+        return dict(kept_pages=0, prefill_tokens=0, prefill_saved_sharing=0, prefill_saved_continuation=0)
+
+    def submit(self, req):
+        self.submitted.append(req)
+        self._running.append(len(self.submitted) - 1)
+        return len(self.submitted) - 1
+
+    def step(self):
+        done, self._running = self._running, []
+        return [
+            models.Result(rid, self.submitted[rid].prompt, [5, 6], np.zeros(2, np.float32), "eos")
+            for rid in done
+        ]
+
+    def release(self, rid):
+        self.released.append(rid)
+
+
+@pytest.mark.parametrize("keep_cache", [True, False])
+def test_the_driver_continues_each_episode_with_its_own_turn_keys(keep_cache):
+    engine = _FakeEngine()
+    driver = EngineDriver(engine, models.SamplingConfig(max_new_tokens=2), keep_cache=keep_cache, seed=5)
+    driver.register()
+    ids, lps, finish, first = driver.generate([1, 2], None, key=7)
+    assert (ids, finish) == ([5, 6], "eos") and lps == [0.0, 0.0]
+    second = driver.generate([1, 2, 5, 6, 9], first, key=7)[3]
+    driver.unregister(second)
+    driver.close()
+    reqs = engine.submitted
+    assert [r.parent for r in reqs] == [None, first if keep_cache else None]
+    assert all(r.keep_cache == keep_cache for r in reqs)
+    base = jax.random.fold_in(jax.random.key(5), 7)
+    for j, r in enumerate(reqs):  # turn j of episode 7: fold_in(fold_in(key(seed), 7), j)
+        want = jax.random.key_data(jax.random.fold_in(base, j))
+        np.testing.assert_array_equal(jax.random.key_data(r.key), want)
+    assert engine.released == [second] and not engine.results
+    assert [c["generated_tokens"] for c in driver.calls] == [2, 2]
 
 
 def test_an_engine_that_cannot_hold_one_context_is_a_one_line_config_error(model):
@@ -137,7 +230,7 @@ def test_a_context_over_the_engine_ends_the_episode_with_a_policy_error(model):
     assert action.finish_reason == "error" and "KV positions" in action.error
     ep.close()
     policy.close()
-    _assert_free(policy)
+    assert policy.engine.stats["free_pages"] == policy.engine.config.num_pages
 
 
 def test_a_driver_refuses_an_engine_still_holding_requests(model):

@@ -12,6 +12,7 @@ no lockstep is needed for reproducibility. ``unregister(cache)`` frees an ended 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import Future
@@ -189,9 +190,7 @@ class EngineDriver:
         they end) and every waiting and later turn gets the error."""
         self._broken = exc
         for rid, turn in self._running.items():
-            try:
+            with contextlib.suppress(ValueError):  # admitted before the failure: nothing to drop
                 self.engine.cancel(rid)
-            except ValueError:  # admitted before the failure: nothing to drop
-                pass
             turn.future.set_exception(exc)
         self._running.clear()

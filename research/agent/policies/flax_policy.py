@@ -25,8 +25,8 @@ from ..actions import Action
 from ..config import GenerationConfig
 from .base import Policy, PolicyEpisode
 from .batcher import GenerationBatcher
-from .engine_driver import EngineDriver
 from .chat import TINY_TEMPLATE, ChatFormat, parse_tool_calls
+from .engine_driver import EngineDriver
 
 RANDOM_MODELS = ("tiny", "qwen2_0_5b_random")
 

@@ -125,7 +125,9 @@ class AgentEnv:
         ``generation.backend=engine``: an engine whose requests hold up to ``cfg.max_len`` tokens."""
         gen = self.cfg.generation
         if gen.backend == "engine":
-            return models.Engine(model, gen.engine_config(cfg.max_len, where="agent"), tokenizer=self.tokenizer)
+            return models.Engine(
+                model, gen.engine_config(cfg.max_len, where="agent"), tokenizer=self.tokenizer
+            )
         return models.Sampler(
             model,
             tokenizer=self.tokenizer,
