@@ -21,7 +21,15 @@ from research.agent.policies.flax_policy import FlaxPolicy
 from .conftest import FAST
 from .test_episode import FakeWorkspace
 
-SMALL = dict(num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, compute_dtype="float32")
+# the larger init of tests/models/test_engine.py: the default tiny random model greedily repeats a token
+SMALL = dict(
+    num_layers=2,
+    hidden_size=64,
+    head_dim=16,
+    intermediate_size=128,
+    compute_dtype="float32",
+    initializer_range=0.3,
+)
 ATOL = 2e-5  # the engine's own greedy parity with the Sampler (tests/models/test_engine.py)
 TURNS = 3
 # two episodes of one task (a group: same prompt) and one of another
@@ -206,6 +214,47 @@ def test_the_driver_continues_each_episode_with_its_own_turn_keys(keep_cache):
         np.testing.assert_array_equal(jax.random.key_data(r.key), want)
     assert engine.released == [second] and not engine.results
     assert [c["generated_tokens"] for c in driver.calls] == [2, 2]
+
+
+class _FullEngine(_FakeEngine):
+    """An engine whose KV pool is full of kept caches: no waiting request can start."""
+
+    def __init__(self):
+        super().__init__()
+        self.cancelled = []
+
+    def step(self):
+        raise RuntimeError("request 0 cannot start: 0 free pages, 64 held by kept caches")
+
+    def cancel(self, rid):
+        self.cancelled.append(rid)
+
+
+def test_the_driver_waits_for_pages_while_an_episode_may_free_them_then_fails_clearly():
+    engine = _FullEngine()
+    driver = EngineDriver(engine, models.SamplingConfig(), keep_cache=True)
+    driver.reserve(2)
+    driver.register()
+    driver.register()
+    errors = []
+
+    def ask():
+        try:
+            driver.generate([1, 2], None, key=0)
+        except RuntimeError as exc:
+            errors.append(str(exc))
+
+    t = threading.Thread(target=ask)
+    t.start()
+    t.join(0.5)
+    assert t.is_alive() and not errors  # the other episode is in its tools: it may end and free pages
+    driver.unregister(3)  # it ended without freeing enough: every live episode now waits
+    t.join(10)
+    assert not t.is_alive() and len(errors) == 1 and "raise generation.kv_budget_tokens" in errors[0]
+    assert engine.cancelled == [0] and engine.released == [3]  # the stuck request left the engine's queue
+    with pytest.raises(RuntimeError, match="kv_budget_tokens"):
+        driver.generate([1], None, key=1)  # a broken driver answers at once
+    driver.close()
 
 
 def test_an_engine_that_cannot_hold_one_context_is_a_one_line_config_error(model):
