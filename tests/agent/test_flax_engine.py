@@ -287,3 +287,29 @@ def test_a_driver_refuses_an_engine_still_holding_requests(model):
     engine.submit(models.Request([1, 2, 3], models.SamplingConfig(max_new_tokens=2)))
     with pytest.raises(RuntimeError, match="in use"):
         EngineDriver(engine, models.SamplingConfig(), keep_cache=True)
+
+
+def test_the_rl_agent_env_builds_an_engine_for_its_rollout_shape(model):
+    """``env=agent agent.generation.backend=engine``: ``make_sampler`` (what ``Runtime.sampler`` calls, then
+    ``set_model`` before every batch) builds an engine for the rollout's longest context, and the rollout's
+    policy plays over it through the engine driver."""
+    from kernels_env.client import JudgeConfig
+    from research.rl.pipeline.agent_env import AgentEnv, AgentEnvConfig
+    from research.rollout import RolloutConfig
+
+    tok = models.default_tokenizer()
+    rollout = RolloutConfig(episodes=2, group_size=2, max_context=256, max_turn_tokens=32)
+    env = AgentEnv({}, None, JudgeConfig(), tok, TINY_TEMPLATE, AgentEnvConfig(generation=_engine(3)))
+    engine = env.make_sampler(model, rollout)
+    assert isinstance(engine, models.Engine)
+    assert (engine.config.max_seq_len, engine.config.num_slots, engine.config.num_pages) == (288, 3, 512)
+    policy = FlaxPolicy(None, tok, template=TINY_TEMPLATE, sampler=engine, lockstep=True)
+    assert isinstance(policy.batcher, EngineDriver) and policy.engine is engine
+    policy.close()
+    plain = AgentEnv({}, None, JudgeConfig(), tok, TINY_TEMPLATE, AgentEnvConfig())
+    assert isinstance(plain.make_sampler(model, rollout), models.Sampler)  # the default: unchanged
+    small = AgentEnv(
+        {}, None, JudgeConfig(), tok, TINY_TEMPLATE, AgentEnvConfig(generation=_engine(budget=64))
+    )
+    with pytest.raises(AgentConfigError, match=r"^agent\.generation\.kv_budget_tokens=64 "):
+        small.make_sampler(model, rollout)
