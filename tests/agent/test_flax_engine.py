@@ -56,6 +56,7 @@ def _policy(model, generation=None, temperature=0.0, seed=3, sampler=None):
         max_tokens=10,
         batch_buckets=(4,),
         lockstep=True,  # the sampler path's rows in episode order (the RL setting)
+        max_wait_s=10.0,  # the engine's first turns start together (all episodes ask at once)
         seed=seed,
         generation=generation,
         max_context=2048,
@@ -126,6 +127,9 @@ def test_greedy_engine_episodes_equal_the_sampler_path(model, engines):
     assert saved == sum(
         len(t["prompt_ids"]) + t["turns"][k]["end"] - 1 for t in got for k in range(TURNS - 1)
     )
+    # the two episodes of one task prefilled their common prompt once
+    shared = policy.engine.stats["prefill_saved_sharing"] - before["prefill_saved_sharing"]
+    assert shared == len(got[0]["prompt_ids"])
     assert policy.describe()["generation"] == "engine"
 
 

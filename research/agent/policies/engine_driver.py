@@ -33,8 +33,9 @@ class _Turn:
 
 
 class EngineDriver:
-    def __init__(self, engine, config, *, keep_cache: bool, seed: int = 0):
+    def __init__(self, engine, config, *, keep_cache: bool, seed: int = 0, max_wait_s: float = 0.05):
         self.engine, self.config, self.keep_cache, self.seed = engine, config, keep_cache, seed
+        self.max_wait_s = max_wait_s
         if engine.busy or engine.stats["kept_pages"]:
             raise RuntimeError("the engine is in use by another policy (requests or kept caches left)")
         self._cv = threading.Condition()
@@ -130,6 +131,17 @@ class EngineDriver:
                 self._cv.wait()
             if self._closed and not (self._inbox or self._drops or self._running):
                 return None
+            # An idle engine waits up to max_wait_s for the other live episodes to ask, so turns asked
+            # together start together (one prefill; a group's shared prompt prefilled once). Timing
+            # changes only what runs together, never what is drawn.
+            deadline = time.monotonic() + self.max_wait_s
+            while (
+                not self._running
+                and len(self._inbox) < self._active
+                and not self._closed
+                and (left := deadline - time.monotonic()) > 0
+            ):
+                self._cv.wait(left)
             inbox, drops = self._inbox, self._drops
             self._inbox, self._drops = [], []
             return inbox, drops

@@ -106,7 +106,9 @@ class FlaxPolicy(Policy):
         self.record = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_tokens)
         self.keep_cache = keep_cache
         if self.engine is not None:
-            self.batcher = EngineDriver(self.engine, self.sampling, keep_cache=keep_cache, seed=seed)
+            self.batcher = EngineDriver(
+                self.engine, self.sampling, keep_cache=keep_cache, seed=seed, max_wait_s=max_wait_s
+            )
         else:
             self.batcher = GenerationBatcher(
                 self.sampler,
