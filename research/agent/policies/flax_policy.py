@@ -95,7 +95,6 @@ class FlaxPolicy(Policy):
             sampler = models.Sampler(model, tokenizer=tokenizer, batch_buckets=tuple(batch_buckets), **kw)
         self.sampler = sampler
         self.engine = sampler if isinstance(sampler, models.Engine) else None
-        self.seed = seed
         self.sampling = models.SamplingConfig(
             max_new_tokens=max_tokens,
             temperature=temperature,
