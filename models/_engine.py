@@ -201,6 +201,13 @@ class Engine:
         pages, _ = self._kept.pop(rid, ([], ()))
         self.pages.give(pages)
 
+    def cancel(self, rid: int) -> None:
+        """Drop request ``rid`` before it is admitted (its parent's cache stays kept)."""
+        if rid not in self._waiting:
+            raise ValueError(f"request {rid} is not waiting (unknown, running or finished)")
+        self._waiting.remove(rid)
+        del self._requests[rid]
+
     @property
     def busy(self) -> bool:
         return bool(self._waiting or self._running)

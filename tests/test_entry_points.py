@@ -59,6 +59,24 @@ CASES = [
         "policy.script={t}/bad.json: not valid JSON: Expecting property name enclosed in double quotes: "
         "line 1 column 3 (char 2)",
     ),
+    (
+        "agent",
+        [
+            "policy=flax",
+            "policy.generation.backend=engine",
+            "policy.generation.kv_budget_tokens=512",
+            "agent.max_context_tokens=2048",
+            "tasks.problems_dir={t}/problems",
+        ],
+        "policy.generation.kv_budget_tokens=512 (32 pages of 16) cannot hold one context of 3072 tokens "
+        "(context budget + max tokens per turn = 192 pages): raise it or lower the context budget",
+    ),
+    (
+        "agent",
+        ["policy=flax", "policy.generation.backend=vllm"],
+        "invalid config in 'policy/agent/tasks/sandbox/judge' for RunConfig: generation.backend must be one "
+        "of ('sampler', 'engine'), got 'vllm'",
+    ),
     ("figures", [], "run_dir is required: give run_dir=... on the command line"),
     ("figures", ["run_dir=/nope"], "run_dir=/nope: no such directory"),
     (
@@ -87,6 +105,13 @@ CASES = [
         ["stage=nope"],
         "invalid config in 'train/model/sandbox/judge/preset/ablation/distributed/mesh' for PipelineConfig: "
         "stage must be one of ('sft', 'warmup', 'rft', 'value', 'ppo'), got 'nope'",
+    ),
+    (
+        "train",
+        ["env=agent", "agent.generation.backend=engine", "agent.generation.kv_budget_tokens=64"],
+        "invalid config in 'train/model/sandbox/judge/preset/ablation/distributed/mesh' for PipelineConfig: "
+        "agent.generation.kv_budget_tokens=64 (4 pages of 16) cannot hold one context of 160 tokens "
+        "(context budget + max tokens per turn = 10 pages): raise it or lower the context budget",
     ),
     (
         "train",

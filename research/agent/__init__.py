@@ -28,7 +28,15 @@ and ``kernels_env.rules.messages``. Never imports hydra/omegaconf (the entry poi
 """
 
 from .actions import Action, ToolCall
-from .config import AgentConfig, AgentConfigError, Budgets, PolicyConfig, RunConfig, TasksConfig
+from .config import (
+    AgentConfig,
+    AgentConfigError,
+    Budgets,
+    GenerationConfig,
+    PolicyConfig,
+    RunConfig,
+    TasksConfig,
+)
 from .episode import EpisodeResult, run_episode
 from .policies import ChatFormat, Policy, PolicyEpisode, ScriptedPolicy, make_policy, parse_tool_calls
 from .prompts import extract_code
@@ -48,6 +56,7 @@ __all__ = [
     "ChatFormat",
     "EpisodeResult",
     "Policy",
+    "GenerationConfig",
     "PolicyConfig",
     "PolicyEpisode",
     "RunConfig",

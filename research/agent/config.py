@@ -9,6 +9,7 @@ from kernels_env.client import JudgeConfig, SandboxConfig
 POLICIES = ("openai", "flax", "scripted", "toy")
 TASK_SOURCES = ("dir", "toy", "data")
 MODES = ("agentic", "single_turn")
+GENERATION_BACKENDS = ("sampler", "engine")
 
 
 class AgentConfigError(ValueError):
@@ -59,6 +60,57 @@ class AgentConfig:
 
 
 @dataclass
+class GenerationConfig:
+    """How the Flax policy generates (``policy.generation`` of ``experiments.agent`` / ``study``,
+    ``agent.generation`` of ``experiments.train env=agent``). The defaults live here only.
+
+    ``backend=sampler``: ``models.Sampler``, the waiting episodes' turns as one batched call (lockstep in RL),
+    each episode's KV cache kept across turns. ``backend=engine``: ``models.Engine`` (docs/models.md
+    "Rollout engine"): ``num_slots`` sequences decode together, ``segment_steps`` steps per host round trip,
+    over one pool of ``kv_budget_tokens`` KV positions in pages of ``page_size``; each turn continues the
+    episode's kept pages (only the observation is prefilled), an episode frees its pages when it ends, and
+    the k episodes of one task share their prompt's prefill when admitted together. Greedy trajectories
+    equal the sampler's; a sampled turn draws from its episode's own key (the same whatever the
+    concurrency or slot). The pool must hold one whole context (context budget + ``max_tokens``) and should
+    hold every live episode's: a turn that cannot get pages waits for others to end."""
+
+    backend: str = "sampler"
+    num_slots: int = 8
+    page_size: int = 16
+    kv_budget_tokens: int = 65_536
+    segment_steps: int = 16
+
+    def __post_init__(self):
+        if self.backend not in GENERATION_BACKENDS:
+            raise AgentConfigError(
+                f"generation.backend must be one of {GENERATION_BACKENDS}, got {self.backend!r}"
+            )
+        for name in ("num_slots", "page_size", "kv_budget_tokens", "segment_steps"):
+            if getattr(self, name) < 1:
+                raise AgentConfigError(f"generation.{name} must be >= 1, got {getattr(self, name)}")
+
+    def engine_config(self, max_len: int, where: str = "policy"):
+        """The ``models.EngineConfig`` of contexts up to ``max_len`` tokens (prompt + every turn's output);
+        an ``AgentConfigError`` naming ``where.generation`` when its pool cannot hold one."""
+        import models
+
+        pages, have = -(-max_len // self.page_size), self.kv_budget_tokens // self.page_size
+        if pages > have:
+            raise AgentConfigError(
+                f"{where}.generation.kv_budget_tokens={self.kv_budget_tokens} ({have} "
+                f"pages of {self.page_size}) cannot hold one context of {max_len} tokens (context budget + "
+                f"max tokens per turn = {pages} pages): raise it or lower the context budget"
+            )
+        return models.EngineConfig(
+            num_slots=self.num_slots,
+            page_size=self.page_size,
+            kv_budget_tokens=self.kv_budget_tokens,
+            max_seq_len=max_len,
+            segment_steps=self.segment_steps,
+        )
+
+
+@dataclass
 class PolicyConfig:
     """One policy, chosen by ``name``. Shared: model, temperature, max_tokens (per turn), seed.
 
@@ -66,7 +118,9 @@ class PolicyConfig:
     ``max_retries`` with exponential ``backoff_s`` on 429/5xx/connection errors.
     flax: ``model`` is ``tiny``, ``qwen2_0_5b_random`` or a Hugging Face checkpoint directory; ``tokenizer``
     (default: the checkpoint's, the bundled one for the random models), ``dtype``, ``batch_buckets``,
-    ``max_wait_s`` (how long a batch waits for more episodes to ask), ``keep_cache`` (multi-turn KV cache).
+    ``max_wait_s`` (how long a batch waits for more episodes to ask), ``keep_cache`` (multi-turn KV cache),
+    ``generation`` (:class:`GenerationConfig`: ``sampler`` | ``engine``, e.g.
+    ``policy.generation.backend=engine policy.generation.kv_budget_tokens=262144``).
     scripted: ``script``, a JSON file with a list of tool calls ``{"name", "arguments"}`` (or a list of
     such lists, one per task in order).
     toy: ``model`` is a ``models`` checkpoint directory of the toy plan policy (default: the shipped one,
@@ -92,6 +146,7 @@ class PolicyConfig:
     script: str = ""
     turns: int = 2
     max_context: int = 128
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
 
     def __post_init__(self):
         if self.name not in POLICIES:

@@ -54,7 +54,7 @@ def run_agent(
     try:
         tasks = load_tasks(cfg.tasks, out, lambda: _device(client))
         tasks = pick(tasks) if pick is not None else tasks
-        policy = policy or make_policy(cfg.policy)
+        policy = policy or make_policy(cfg.policy, cfg.agent.max_context_tokens)
         return _run(cfg, out, tasks, policy, client)
     finally:
         if own_policy and policy is not None:

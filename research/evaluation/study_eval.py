@@ -195,7 +195,8 @@ def evaluate_split(study: StudyConfig, run: RunConfig, *, client: SandboxClient 
         Path(study.results) if study.results else out / f"{study.run}.{study.split}.seed{study.seed}.json"
     )
     sample_cfg = lambda i: dataclasses.replace(run.policy, temperature=temperature, seed=run.policy.seed + i)  # noqa: E731
-    policy = make_policy(sample_cfg(0))  # a policy that cannot load is a config error, not a look
+    # a policy that cannot load is a config error, not a look
+    policy = make_policy(sample_cfg(0), run.agent.max_context_tokens)
     # before any episode: a look at a test split that crashes is still a look
     try:
         record_evaluation(path, study.split, study.run, force=study.force)
@@ -209,7 +210,7 @@ def evaluate_split(study: StudyConfig, run: RunConfig, *, client: SandboxClient 
         for i in range(study.samples):
             policy_cfg = sample_cfg(i)
             sample_run = dataclasses.replace(run, policy=policy_cfg, out_dir=str(out / f"sample{i}"))
-            policy = policy if i == 0 else make_policy(policy_cfg)
+            policy = policy if i == 0 else make_policy(policy_cfg, run.agent.max_context_tokens)
             try:
                 run_agent(
                     sample_run,

@@ -270,3 +270,17 @@ def test_greedy_and_sampled_requests_share_segments(engine, sampler):
             alone = _run(engine, [models.Request(req.prompt, SAMPLED, key=req.key)])[0]
             assert r.response_ids == alone.response_ids
             np.testing.assert_allclose(r.logprobs, alone.logprobs, atol=ATOL, rtol=0)
+
+
+def test_cancel_drops_only_a_waiting_request(model):
+    """``cancel`` (the agent's engine driver drops requests that can never start) takes a request out of
+    the queue before admission; anything else is a ValueError."""
+    engine = models.Engine(model, ENGINE)
+    first = engine.submit(models.Request(PROMPTS[0], GREEDY))
+    second = engine.submit(models.Request(PROMPTS[1], GREEDY))
+    engine.cancel(first)
+    assert engine.busy and engine._waiting == [second] and first not in engine._requests
+    with pytest.raises(ValueError, match="is not waiting"):
+        engine.cancel(first)
+    engine.cancel(second)
+    assert not engine.busy and engine.stats["free_pages"] == ENGINE.num_pages

@@ -151,7 +151,7 @@ class _ScriptedBatcher:
     def register(self):
         pass
 
-    def unregister(self):
+    def unregister(self, cache=None):
         pass
 
     def generate(self, context, cache=None, key=0):

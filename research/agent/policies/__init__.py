@@ -11,7 +11,9 @@ from .chat import TINY_TEMPLATE, ChatFormat, TemplateError, parse_tool_calls
 from .scripted import ScriptedPolicy
 
 
-def make_policy(cfg: PolicyConfig) -> Policy:
+def make_policy(cfg: PolicyConfig, max_context: int = 131_072) -> Policy:
+    """``max_context``: the run's context budget (``agent.max_context_tokens``), what an engine's pages
+    must hold with one turn's ``max_tokens``."""
     cfg.check()
     if cfg.name == "scripted":
         return ScriptedPolicy.from_file(cfg.script)
@@ -42,6 +44,8 @@ def make_policy(cfg: PolicyConfig) -> Policy:
         )
     from .flax_policy import FlaxPolicy, load_policy_model
 
+    if cfg.generation.backend == "engine":  # a config error before any weights load
+        cfg.generation.engine_config(max_context + cfg.max_tokens)
     model, tok, template = load_policy_model(cfg.model or "tiny", cfg.dtype, cfg.tokenizer, cfg.seed)
     return FlaxPolicy(
         model,
@@ -53,6 +57,8 @@ def make_policy(cfg: PolicyConfig) -> Policy:
         max_wait_s=cfg.max_wait_s,
         keep_cache=cfg.keep_cache,
         seed=cfg.seed,
+        generation=cfg.generation,
+        max_context=max_context,
     )
 
 

@@ -74,7 +74,8 @@ class GenerationBatcher:
             self._active -= n
             self._cv.notify_all()
 
-    def unregister(self) -> None:
+    def unregister(self, cache=None) -> None:
+        """An episode ended (``cache``: its last kept cache; garbage, nothing to free)."""
         with self._cv:
             self._active -= 1
             self._cv.notify_all()

@@ -7,19 +7,26 @@ batched sampler call (``GenerationBatcher``). Token bookkeeping is ``research.ro
 
 In RL rollouts (``research.rl.pipeline.agent_env``) the policy runs in ``lockstep`` (reproducible batches)
 over the pipeline's sampler (``sampler=``, which holds the learner's current weights) and
-``start(..., key=, group=)`` orders an episode's rows and tags its trajectory."""
+``start(..., key=, group=)`` orders an episode's rows and tags its trajectory.
+
+``generation`` (``research.agent.GenerationConfig``) picks the generation backend: the sampler's batches
+above, or ``models.Engine`` (``EngineDriver``: continuous batching, each episode's KV cache kept in the
+engine's pages, its turns drawn from its own key). Both hand the same tokens and log-probs to the same
+``TrajectoryBuilder``; only where the KV cache lives differs."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from research.rollout import Sampling, TrajectoryBuilder
+from research.rollout import Sampling, TrajectoryBuilder, stable_seed
 
 from ..actions import Action
+from ..config import GenerationConfig
 from .base import Policy, PolicyEpisode
 from .batcher import GenerationBatcher
 from .chat import TINY_TEMPLATE, ChatFormat, parse_tool_calls
+from .engine_driver import EngineDriver
 
 RANDOM_MODELS = ("tiny", "qwen2_0_5b_random")
 
@@ -69,14 +76,25 @@ class FlaxPolicy(Policy):
         seed: int = 0,
         lockstep: bool = False,
         sampler=None,
+        generation: GenerationConfig | None = None,
+        max_context: int = 131_072,
     ):
+        """``sampler``: a ``models.Sampler`` or ``models.Engine`` to use (RL: it holds the learner's
+        weights); else one is built from ``model`` as ``generation`` says (an engine for contexts of
+        ``max_context`` + ``max_tokens`` tokens)."""
         import models
 
         self.chat = ChatFormat(tokenizer, template)
+        generation = generation or GenerationConfig()
         kw = {"prompt_buckets": tuple(prompt_buckets)} if prompt_buckets else {}
+        if sampler is None and generation.backend == "engine":
+            sampler = models.Engine(
+                model, generation.engine_config(max_context + max_tokens), tokenizer=tokenizer
+            )
         if sampler is None:
             sampler = models.Sampler(model, tokenizer=tokenizer, batch_buckets=tuple(batch_buckets), **kw)
         self.sampler = sampler
+        self.engine = sampler if isinstance(sampler, models.Engine) else None
         self.sampling = models.SamplingConfig(
             max_new_tokens=max_tokens,
             temperature=temperature,
@@ -86,21 +104,34 @@ class FlaxPolicy(Policy):
         # Recorded in every trajectory; the learner computes its log-probs at this temperature.
         self.record = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_tokens)
         self.keep_cache = keep_cache
-        self.batcher = GenerationBatcher(
-            self.sampler,
-            self.sampling,
-            keep_cache=keep_cache,
-            max_batch=max(batch_buckets),
-            max_wait_s=max_wait_s,
-            seed=seed,
-            lockstep=lockstep,
-        )
+        if self.engine is not None:
+            self.batcher = EngineDriver(
+                self.engine, self.sampling, keep_cache=keep_cache, seed=seed, max_wait_s=max_wait_s
+            )
+        else:
+            self.batcher = GenerationBatcher(
+                self.sampler,
+                self.sampling,
+                keep_cache=keep_cache,
+                max_batch=max(batch_buckets),
+                max_wait_s=max_wait_s,
+                seed=seed,
+                lockstep=lockstep,
+            )
+
+    @property
+    def model_config(self):
+        return self.engine.model_config if self.engine is not None else self.sampler.config
 
     def describe(self):
-        cfg = self.sampler.config
-        return {"name": self.name, "family": cfg.family, "layers": cfg.num_layers, "hidden": cfg.hidden_size}
+        cfg = self.model_config
+        out = {"name": self.name, "family": cfg.family, "layers": cfg.num_layers, "hidden": cfg.hidden_size}
+        return out | ({"generation": "engine"} if self.engine is not None else {})
 
     def start(self, task_id, messages, tools, *, key=0, group=None, split="train"):
+        # the engine draws each episode from its own stream: the row key alone repeats across tasks
+        # (experiments.agent starts every episode with key 0)
+        key = stable_seed(task_id, key) if self.engine is not None else key
         return FlaxEpisode(self, self.chat.prompt_ids(messages, tools), tools, task_id, key, group, split)
 
     def close(self):
@@ -127,7 +158,7 @@ class FlaxEpisode(PolicyEpisode):
             out, lps, finish, cache = self.policy.batcher.generate(context, self.cache, self.key)
         except Exception as exc:
             return Action(error=f"{type(exc).__name__}: {exc}", finish_reason="error")
-        self.cache = cache if self.policy.keep_cache else None
+        self.cache = cache  # the sampler's kept cache (None without keep_cache) or the engine's request id
         self.builder.policy(out, lps, finish)
         content, calls = parse_tool_calls(self.policy.chat.decode(out), len(self.builder.turns))
         return Action(
@@ -152,5 +183,5 @@ class FlaxEpisode(PolicyEpisode):
         return self.builder
 
     def close(self):
-        self.cache = None
-        self.policy.batcher.unregister()
+        cache, self.cache = self.cache, None
+        self.policy.batcher.unregister(cache)

@@ -11,20 +11,25 @@ is CUDA Agent's single-turn mode: one generation, its code block judged.
 
 Trajectories are ``research.rollout.Trajectory`` records (built by the policy's ``TrajectoryBuilder``), with
 the sampling config recorded, per-turn tool calls and their validity, and the final verdict.
+
+``agent.generation.backend=engine`` plays the episodes over a ``models.Engine`` instead (``make_sampler``
+builds it for ``rollout.max_len`` tokens; ``Runtime.sampler`` swaps the learner's weights into it the same
+way): continuous batching, KV pages kept per episode, each turn drawn from its episode's own key (so a
+resumed run samples what the uninterrupted one did without lockstep batches).
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 import models
 from kernels_env.client import JudgeConfig
 from kernels_env.session import WorkspaceSession
-from research.agent import Budgets, Task, run_episode, tool_specs
+from research.agent import Budgets, GenerationConfig, Task, run_episode, tool_specs
 from research.agent.policies.flax_policy import FlaxPolicy
 from research.rollout import Trajectory, stable_seed
 
@@ -42,6 +47,8 @@ class AgentEnvConfig:
     # no custom kernel): the final verdict judges a real candidate even when the policy writes none
     # (benchmarks of a random-weight policy use it to cost the judge; off in training).
     seed_solution: bool = False
+    # the policy's generation backend: sampler | engine (research.agent.GenerationConfig holds the knobs)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
 
     def __post_init__(self) -> None:
         if self.max_observation_bytes < 64 or self.max_wall_s <= 0 or self.skill_results < 1:
@@ -112,9 +119,15 @@ class AgentEnv:
         idx = rng.choice(len(pool), n, replace=len(pool) < n)
         return [pool[i] for i in idx for _ in range(cfg.group_size)]
 
-    def make_sampler(self, model, cfg) -> models.Sampler:
+    def make_sampler(self, model, cfg) -> models.Sampler | models.Engine:
         """Batch buckets up to the batch's episodes, context buckets up to the context budget (a context
-        that reaches it ends the episode), so the batch never outgrows its largest program."""
+        that reaches it ends the episode), so the batch never outgrows its largest program. With
+        ``generation.backend=engine``: an engine whose requests hold up to ``cfg.max_len`` tokens."""
+        gen = self.cfg.generation
+        if gen.backend == "engine":
+            return models.Engine(
+                model, gen.engine_config(cfg.max_len, where="agent"), tokenizer=self.tokenizer
+            )
         return models.Sampler(
             model,
             tokenizer=self.tokenizer,

@@ -248,6 +248,9 @@ class PipelineConfig:
                 )
         for name in ("warmup", "ppo"):  # one line now, not a trace-time error inside the first update
             tis_enabled(getattr(self, name).learner)
+        if self.env == "agent" and self.agent.generation.backend == "engine":  # pages for one context
+            for name in ("warmup", "rft", "ppo"):
+                self.agent.generation.engine_config(getattr(self, name).rollout.max_len, where="agent")
         if self.value.on not in ("all", "accepted"):
             raise ValueError(f"value.on must be all or accepted, got {self.value.on!r}")
         if -1 not in self.mesh.sizes():  # else once the device count is known (run_pipeline)

@@ -1,0 +1,208 @@
+"""The Flax policy's generation over a ``models.Engine`` (``generation.backend=engine``), with the surface of
+``GenerationBatcher`` (``generate``, ``register`` / ``unregister``, ``reserve`` / ``release``, ``calls``).
+
+The engine is single-threaded, so one driver thread owns it: episode threads queue their turns; the driver
+submits each as an engine request as soon as it arrives (an episode's first turn: its prompt; a later turn:
+``parent=`` its previous request, so only the observation is prefilled into the episode's kept pages) and
+steps the engine while anything runs, handing each turn back the moment it finishes (continuous batching:
+no episode waits for the slowest of a batch). Turn ``j`` of an episode draws with
+``fold_in(fold_in(key(seed), episode key), j)``, so a sampled episode is the same whatever runs beside it;
+no lockstep is needed for reproducibility. ``unregister(cache)`` frees an ended episode's kept pages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+
+SAVED = ("prefill_saved_sharing", "prefill_saved_continuation")
+
+
+@dataclass
+class _Turn:
+    prompt: list[int]
+    parent: int | None
+    key: int
+    future: Future = field(default_factory=Future)
+
+
+class EngineDriver:
+    def __init__(self, engine, config, *, keep_cache: bool, seed: int = 0, max_wait_s: float = 0.05):
+        self.engine, self.config, self.keep_cache, self.seed = engine, config, keep_cache, seed
+        self.max_wait_s = max_wait_s
+        if engine.busy or engine.stats["kept_pages"]:
+            raise RuntimeError("the engine is in use by another policy (requests or kept caches left)")
+        self._cv = threading.Condition()
+        self._inbox: list[_Turn] = []
+        self._drops: list[int] = []
+        self._running: dict[int, _Turn] = {}  # engine request id -> its turn
+        self._turn_of: dict[int, int] = {}  # kept request id -> the episode turn it was
+        self._active = self._reserved = 0
+        self._closed = False
+        self._broken: Exception | None = None
+        self.calls: list[dict[str, Any]] = []  # per engine step: requests in it, seconds, tokens
+        self._thread = threading.Thread(target=self._loop, name="agent-engine", daemon=True)
+        self._thread.start()
+
+    # --- the batcher's surface -------------------------------------------------------------------------
+
+    def register(self) -> None:
+        with self._cv:
+            if self._reserved:
+                self._reserved -= 1
+            else:
+                self._active += 1
+
+    def reserve(self, n: int) -> None:
+        with self._cv:
+            self._active += n
+            self._reserved += n
+
+    def release(self, n: int = 1) -> None:
+        """Give back reservations of episodes that never registered."""
+        with self._cv:
+            n = min(n, self._reserved)
+            self._reserved -= n
+            self._active -= n
+            self._cv.notify_all()
+
+    def unregister(self, cache=None) -> None:
+        """An episode ended; ``cache``: its last kept request, whose pages are freed."""
+        with self._cv:
+            self._active -= 1
+            if cache is not None:
+                self._drops.append(cache)
+            self._cv.notify_all()
+
+    def generate(self, prompt: list[int], cache=None, key: Any = 0):
+        """(response ids, log-probs, finish reason, kept request id) of one turn; ``cache``: the episode's
+        previous kept request (None: its first turn), ``key``: the episode's random stream (an int)."""
+        turn = _Turn(list(prompt), cache, int(key))
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the generation engine driver is closed")
+            if self._broken is not None:
+                raise self._broken
+            self._inbox.append(turn)
+            self._cv.notify_all()
+        return turn.future.result()
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        self._thread.join(timeout=60)
+
+    # --- the driver thread -----------------------------------------------------------------------------
+
+    def _request_key(self, turn: _Turn):
+        j = 0 if turn.parent is None else self._turn_of.pop(turn.parent, -1) + 1
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(self.seed), turn.key), j)
+        return key, j
+
+    def _submit(self, turn: _Turn) -> None:
+        import models
+
+        try:
+            key, j = self._request_key(turn)
+            req = models.Request(
+                turn.prompt,
+                self.config,
+                key=key,
+                parent=turn.parent if self.keep_cache else None,
+                keep_cache=self.keep_cache,
+            )
+            rid = self.engine.submit(req)
+        except Exception as exc:  # e.g. a context over the engine's max_seq_len: this episode's error
+            turn.future.set_exception(exc)
+            return
+        self._turn_of[rid] = j
+        self._running[rid] = turn
+
+    def _wait(self) -> tuple[list[_Turn], list[int]] | None:
+        with self._cv:
+            while not (self._inbox or self._drops or self._closed or self._running):
+                self._cv.wait()
+            if self._closed and not (self._inbox or self._drops or self._running):
+                return None
+            # An idle engine waits up to max_wait_s for the other live episodes to ask, so turns asked
+            # together start together (one prefill; a group's shared prompt prefilled once). Timing
+            # changes only what runs together, never what is drawn.
+            deadline = time.monotonic() + self.max_wait_s
+            while (
+                not self._running
+                and len(self._inbox) < self._active
+                and not self._closed
+                and (left := deadline - time.monotonic()) > 0
+            ):
+                self._cv.wait(left)
+            inbox, drops = self._inbox, self._drops
+            self._inbox, self._drops = [], []
+            return inbox, drops
+
+    def _loop(self) -> None:
+        while (work := self._wait()) is not None:
+            inbox, drops = work
+            for rid in drops:
+                self.engine.release(rid)
+                self._turn_of.pop(rid, None)
+            for turn in inbox:
+                if self._broken is not None:
+                    turn.future.set_exception(self._broken)
+                else:
+                    self._submit(turn)
+            if self._running:
+                self._step()
+
+    def _step(self) -> None:
+        started = time.perf_counter()
+        before = self.engine.stats
+        try:
+            finished = self.engine.step()
+        except RuntimeError as exc:  # the head request waits for pages that kept caches hold
+            with self._cv:
+                idle = len(self._running) < self._active  # an episode in its tools may end and free pages
+                if idle and not self._closed:
+                    self._cv.wait(0.05)
+                    return
+            self._fail(
+                RuntimeError(
+                    f"every live episode waits for KV pages ({exc}): raise generation.kv_budget_tokens "
+                    "(it should hold every live episode's context) or run fewer episodes at once"
+                )
+            )
+            return
+        except Exception as exc:
+            self._fail(exc)
+            return
+        after = self.engine.stats
+        delta = {k: after[k] - before[k] for k in ("prefill_tokens", *SAVED)}
+        self.calls.append(
+            {
+                "batch": len(self._running),
+                "seconds": time.perf_counter() - started,
+                "generated_tokens": sum(len(r.response_ids) for r in finished),
+                "prefill_tokens": sum(delta.values()),  # the prompts' tokens, computed or not
+                "new_tokens": delta["prefill_tokens"],  # the tokens actually prefilled
+            }
+        )
+        for res in finished:
+            self.engine.results.pop(res.id, None)
+            turn = self._running.pop(res.id)
+            turn.future.set_result((list(res.response_ids), res.logprobs.tolist(), res.finish_reason, res.id))
+
+    def _fail(self, exc: Exception) -> None:
+        """The engine cannot go on: its waiting requests are dropped (the episodes' kept caches stay until
+        they end) and every waiting and later turn gets the error."""
+        self._broken = exc
+        for rid, turn in self._running.items():
+            with contextlib.suppress(ValueError):  # admitted before the failure: nothing to drop
+                self.engine.cancel(rid)
+            turn.future.set_exception(exc)
+        self._running.clear()
