@@ -158,6 +158,16 @@ def bootstrap_means(
     return float(a.mean()), np.einsum("rn,nk,rk->r", wt, a, ws)
 
 
+def mean_ci(
+    x, n_boot: int = 10000, seed: int = 0, confidence: float = 0.95, seeds: str = "average"
+) -> dict:
+    """Mean of per-task values with the percentile bootstrap CI of ``bootstrap_means`` (Efron & Tibshirani
+    1993, 13.3): one run's rate over tasks, with an interval over tasks (and seeds, ``seeds="resample"``)."""
+    est, boot = bootstrap_means(x, n_boot, seed, seeds)
+    lo, hi = _percentile(boot, confidence)
+    return {"mean": est, "lo": lo, "hi": hi, "n_tasks": int(per_task(x).shape[0]), "seeds": seeds}
+
+
 def paired_bootstrap(
     a, b, n_boot: int = 10000, seed: int = 0, confidence: float = 0.95, seeds: str = "average"
 ) -> dict:

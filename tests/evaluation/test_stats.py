@@ -116,6 +116,18 @@ def test_seed_resampling_keeps_run_to_run_variance():
         stats.paired_bootstrap(runs, b, seeds="within")
 
 
+def test_mean_ci_is_the_task_mean_with_the_scipy_percentile_interval():
+    rng = np.random.default_rng(10)
+    x = (rng.random(300) < 0.6).astype(float)
+    got = stats.mean_ci(x, n_boot=20000, seed=0)
+    assert got["mean"] == pytest.approx(x.mean(), rel=1e-12) and got["n_tasks"] == 300
+    assert (got["lo"], got["hi"]) == pytest.approx(_bootstrap_ci_reference(x, 20000), abs=0.01)
+    assert stats.mean_ci(x, n_boot=2000, seed=4) == stats.mean_ci(x, n_boot=2000, seed=4)
+    runs = np.stack([x, 1.0 - x], axis=1)  # two seeds: each task's seed mean is 0.5
+    both = stats.mean_ci(runs, n_boot=500, seed=0)
+    assert both["mean"] == pytest.approx(0.5) and both["lo"] == pytest.approx(0.5) == both["hi"]
+
+
 def test_geomean_ci_matches_scipy_gmean():
     rng = np.random.default_rng(9)
     x = np.exp(rng.normal(0.2, 0.4, 100))
