@@ -116,18 +116,26 @@ def test_bucketed_ppo_step_equals_padded(learners):
         assert diff < 1e-5
 
 
-def test_batches_of_one_bucket_do_not_recompile(learners):
-    """Different trajectory counts and lengths, one bucket: the jitted prepare and update compile once."""
-    learner = learners[1]
-    # 5, 6 and 7 trajectories of 67, 82 and 82 tokens: 3, 4 and 4 rows of 24, one bucket of 4 rows
+def _one_bucket():
+    """5, 6 and 7 trajectories of 67, 82 and 82 tokens: 3, 4 and 4 rows of 24, one bucket of 4 rows."""
     sets = [SHAPES, SHAPES + [(2, 6, 1, 2)], [(2, 3, 2, 2)] * 3 + SHAPES[2:4] + [(9, 5, 1, 2), (4, 4, 4, 1)]]
-    batches = [_bucketed(_records(s, seed=i)) for i, s in enumerate(sets)]
+    return [_bucketed(_records(s, seed=i)) for i, s in enumerate(sets)]
+
+
+def test_batches_of_different_sizes_share_one_bucket():
+    batches = _one_bucket()
     real = [int((np.asarray(b.segments.index) < b.tokens.size).any(1).sum()) for b in batches]
     assert real == [5, 6, 7]  # different numbers of trajectories...
     shapes = {(b.tokens.shape, np.asarray(b.segments.index).shape) for b in batches}
     assert shapes == {((4, MAX_LEN), (CAPACITY, MAX_LEN))}  # ...in one bucket
+
+
+@pytest.mark.slow  # compiles the learner (~15 s on 2 loaded cores); fast variant: the test above (one shape)
+def test_batches_of_one_bucket_do_not_recompile(learners):
+    """Different trajectory counts and lengths, one bucket: the jitted prepare and update compile once."""
+    learner, batches = learners[1], _one_bucket()
     sizes = lambda: (learner._prepare._cache_size(), learner._ppo._cache_size())
-    learner.ppo_step(batches[0])  # compiled already by the test above (the same bucket), or now
+    learner.ppo_step(batches[0])  # compiled already by the bucketed-vs-padded test (the same bucket), or now
     assert sizes() == (1, 1)  # the counter counts: one compiled shape each
     for b in batches[1:]:
         learner.ppo_step(b)
