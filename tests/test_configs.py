@@ -116,3 +116,15 @@ def test_the_toy_model_config_is_the_demos():
 
     cfg = _fill(_entry("train"), _compose("train", ["model=toy"]))
     assert cfg.model == toy_model()
+
+
+def test_packing_is_one_switch_of_the_pipeline():
+    """``packing=true`` (research.rl.pipeline: every learner stage packs, docs/rl.md "Learner at size");
+    default off; a value that is not a bool is a config error naming it."""
+    train = _entry("train")
+    assert _fill(train, _compose("train", ["model=toy"])).packing is False
+    assert _fill(train, _compose("train", ["model=toy", "packing=true"])).packing is True
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match="packing"):
+        _fill(train, _compose("train", ["model=toy", "packing=sometimes"]))

@@ -80,6 +80,11 @@ class PackConfig:
     # Several trajectories per row of max_len (first-fit decreasing), attention kept within each one:
     # less padding when lengths vary (research.rl docs: "Learner at size").
     packing: bool = False
+    # Packed batches from a few shapes (each new shape recompiles the jitted steps): with ``capacity`` (the
+    # most trajectories one batch may hold) T and the segment table's L are ``max_len``, B is rows_multiple
+    # x a power of two (at most ``capacity`` rounded up to rows_multiple) and the table has ``capacity``
+    # rows; padding rows and table rows hold no token. None: every size fitted to the batch.
+    capacity: int | None = None
 
 
 def _record_turns(traj: Trajectory, mask: np.ndarray) -> np.ndarray:

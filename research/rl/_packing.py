@@ -71,19 +71,37 @@ def write_rows(rows, placed, shape, pad_id: int, index_len: int | None = None):
     return out, index
 
 
+def bucket_rows(n: int, multiple: int, capacity: int) -> int:
+    """The rows of a packed batch of ``n`` rows under ``PackConfig.capacity``: ``multiple`` x the least
+    power of two that holds them, at most ``capacity`` rounded up to ``multiple`` (n never exceeds it)."""
+    units = -(-n // multiple)
+    return min(multiple << max(units - 1, 0).bit_length(), -(-capacity // multiple) * multiple)
+
+
 def pack_rows(rows, cfg: PackConfig) -> RLBatch:
     """The packed RLBatch of ``_batch.pack_trajectories``'s kept rows (prompt, response, mask, log-probs,
     rewards, discounts, turn ids, group)."""
     lengths = [p.size + r.size for p, r, *_ in rows]
     placed = first_fit_decreasing(lengths, cfg.max_len)
-    t = -(-max(sum(lengths[i] for i in row) for row in placed) // cfg.pad_to) * cfg.pad_to
-    b = -(-len(placed) // cfg.rows_multiple) * cfg.rows_multiple
-    seq_len = -(-max(lengths) // cfg.pad_to) * cfg.pad_to  # the padded layout's T
+    cap = cfg.capacity
+    if cap is None:
+        t = -(-max(sum(lengths[i] for i in row) for row in placed) // cfg.pad_to) * cfg.pad_to
+        b = -(-len(placed) // cfg.rows_multiple) * cfg.rows_multiple
+        seq_len = -(-max(lengths) // cfg.pad_to) * cfg.pad_to  # the padded layout's T
+    else:
+        if len(rows) > cap:
+            raise ValueError(f"{len(rows)} trajectories exceed the packed batch's capacity of {cap}")
+        t = seq_len = cfg.max_len
+        b = bucket_rows(len(placed), cfg.rows_multiple, cap)
     out, index = write_rows(rows, placed, (b, t), cfg.pad_id, seq_len)
     groups: dict = {}
-    group_ids = np.asarray([groups.setdefault(g, len(groups)) for *_, g in rows], np.int32)
+    group_ids = [groups.setdefault(g, len(groups)) for *_, g in rows]
+    if cap is not None:  # table rows of no token (every index past the end), each a group of its own
+        index = np.concatenate([index, np.full((cap - len(rows), seq_len), b * t, np.int32)])
+        group_ids += range(len(groups), len(groups) + cap - len(rows))
     # Row-level group ids are unused in a packed batch (groups are per trajectory): kept for the layout.
-    return RLBatch(group_ids=np.arange(b, dtype=np.int32), segments=SegmentLayout(index, group_ids), **out)
+    layout = SegmentLayout(index, np.asarray(group_ids, np.int32))
+    return RLBatch(group_ids=np.arange(b, dtype=np.int32), segments=layout, **out)
 
 
 def unpack(x, layout: SegmentLayout, fill=0):

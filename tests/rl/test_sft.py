@@ -339,3 +339,26 @@ def test_a_protocol_keeps_demos_of_train_tasks_only(chat, tools, tmp_path):
     assert [t.task_id for t in kept] == ["train/a", "train/b"] and dict(drops) == {"not_a_train_task": 2}
     kept, drops = demo_trajectories(SFTConfig(demos=str(path)), chat, tools)  # no protocol: every demo
     assert len(kept) == 4 and not dict(drops)
+
+
+def test_sft_packed_batches_hold_every_demo_in_bucketed_shapes(chat, tmp_path):
+    """``packing=true``: each batch's demos packed in rows of max_len (B a bucket of rows_multiple, a table
+    of batch_size trajectories), each demo's tokens and loss mask those of the padded batch's row."""
+    second = [CONV[0], {"role": "user", "content": "Make GELU fast."}] + CONV[2:5]
+    path = write(tmp_path / "d.jsonl", [demo(), demo(messages=second, reward=None)] * 3)
+    cfg = SFTConfig(demos=str(path), batch_size=4, max_len=1024)
+    trajs, _ = demo_trajectories(cfg, chat, [])
+    pad = chat.tok.pad_token_id
+    padded = sft_batches(trajs, cfg, pad, rows_multiple=4)
+    packed = sft_batches(trajs, cfg, pad, rows_multiple=2, packing=True)
+    assert len(trajs) == 6 and len(packed) == len(padded) == 2
+    for a, b in zip(padded, packed):
+        index = np.asarray(b.segments.index)
+        assert b.tokens.shape == (2, 1024) and index.shape == (4, 1024)  # short demos: the least bucket
+        n = int((index < b.tokens.size).any(1).sum())
+        flat = lambda x, at=index[:n]: np.append(np.asarray(x).reshape(-1), 0)[at]
+        t = np.asarray(a.tokens).shape[1]
+        np.testing.assert_array_equal(flat(b.response_mask)[:, :t], np.asarray(a.response_mask)[:n])
+        real = np.asarray(a.segment_ids)[:n] > 0
+        np.testing.assert_array_equal(flat(b.tokens)[:, :t][real], np.asarray(a.tokens)[:n][real])
+        assert b.response_mask.sum() == a.response_mask.sum() > 0

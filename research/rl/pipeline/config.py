@@ -179,6 +179,9 @@ class PipelineConfig:
     # The warm-up's and PPO's rollouts generated in a background thread while the learner updates (one step
     # off-policy by default; docs/rl.md "Overlapping rollouts and learning"). Off: on-policy, as before.
     overlap: OverlapConfig = field(default_factory=OverlapConfig)
+    # Sequence packing in every learner stage (docs/rl.md "Learner at size"): several trajectories per row of
+    # the stage's max_len, B a bucket of mini- x micro-batches x row shards (stages._pack). Off: padded.
+    packing: bool = False
     seed: int = 0  # the run's seed: added to every seed below (model, pretraining, rollouts, learners)
     skills: bool = False  # the toy environment has no skill library (see docs/rl.md)
     time_budget_s: float | None = None  # stop cleanly (checkpoint + manifest) when it runs out

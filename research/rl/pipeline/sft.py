@@ -272,11 +272,12 @@ def _record(t: Trajectory, i: int) -> dict[str, Any]:
 
 
 def sft_batches(
-    trajs: list[Trajectory], cfg: SFTConfig, pad_id: int, rows_multiple: int = 1
+    trajs: list[Trajectory], cfg: SFTConfig, pad_id: int, rows_multiple: int = 1, packing: bool = False
 ) -> list[RLBatch]:
     """One epoch of batches of ``cfg.batch_size`` demos (shuffled with ``cfg.learner.seed``; B rounded up
     to ``rows_multiple`` with rows that hold no policy token). The stage runs ``cfg.epochs`` passes over
-    them (``len(batches) * epochs`` steps of ``Learner.rft_step``), as the RFT stage does."""
+    them (``len(batches) * epochs`` steps of ``Learner.rft_step``), as the RFT stage does. ``packing``:
+    rows of ``max_len`` holding several demos, B a bucket of ``rows_multiple`` (``PackConfig.capacity``)."""
     if not trajs:
         return []
     order = np.random.default_rng(cfg.learner.seed).permutation(len(trajs))
@@ -286,6 +287,8 @@ def sft_batches(
         rows_multiple=rows_multiple,
         pad_id=pad_id,
         max_turns=max(len(t.turns) for t in trajs),
+        packing=packing,
+        capacity=cfg.batch_size if packing else None,
     )
     batches = []
     for s in range(0, len(order), cfg.batch_size):

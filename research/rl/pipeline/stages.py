@@ -49,11 +49,30 @@ from .rollout_metrics import rollout_metrics
 from .runtime import Runtime, build_policy
 
 
-def _pack(rt: Runtime, records, max_len: int, rows: int, max_turns: int = 64):
+def _pack(rt: Runtime, records, max_len: int, rows: int, max_turns: int = 64, learner=None):
+    """``rows`` trajectories at most, in one [rows, max_len] shape (padded layout), or with ``packing`` in
+    rows of max_len whose count is a bucket of ``packing_rows`` (``learner``: the stage's LearnerConfig)."""
     cfg = PackConfig(
         max_len=max_len, pad_to=max_len, rows_multiple=rows, pad_id=rt.pad_id, max_turns=max_turns
     )
+    if rt.cfg.packing:
+        cfg = dataclasses.replace(
+            cfg, packing=True, capacity=rows, rows_multiple=packing_rows(learner, rt.mesh)
+        )
     return pack_trajectories(records, rt.cfg.reward, cfg)
+
+
+def packing_rows(learner, mesh) -> int:
+    """What a packed batch's rows must be a multiple of: the learner's mini- x micro-batches x the mesh's
+    row shards (a token budget's micro-batch count follows B, any B)."""
+    shards = 1 if mesh is None else mesh.shape["data"] * mesh.shape["fsdp"]
+    return learner.minibatches * learner.micro_batches * shards
+
+
+def _stage_key(rt: Runtime, key: dict) -> dict:
+    """A stage's hash key; packing enters it only when on (off: the hash, and the stages it finds done,
+    as before the switch existed)."""
+    return {**key, "packing": True} if rt.cfg.packing else key
 
 
 # --- stage 0 ---------------------------------------------------------------------------------------------
@@ -128,14 +147,14 @@ def run_init(rt: Runtime) -> Manifest:
 
 
 # --- stages 1 and 4 --------------------------------------------------------------------------------------
-def _generate(rt: Runtime, sampler, rollout, cursor, temperature):
+def _generate(rt: Runtime, sampler, rollout, cursor, temperature, learner):
     """(packed batch, next cursor, rollout metrics) of the rollout batch at ``cursor`` (up to three in a row
     when one has no trainable episode)."""
     for _ in range(3):
         records = rt.env.rollout(sampler, rollout, int(cursor))
         cursor = int(cursor) + 1
         _check_sampling(records, temperature)
-        batch, drops, _ = _pack(rt, records, rollout.max_len, rollout.episodes, rollout.turns)
+        batch, drops, _ = _pack(rt, records, rollout.max_len, rollout.episodes, rollout.turns, learner)
         if batch is not None:
             break
     else:
@@ -152,7 +171,8 @@ def _rollout_source(rt: Runtime, learner: Learner, rollout, box):
     def source(cursor):
         rt.check_deadline()
         sampler = rt.sampler(learner.actor_model(), rollout)  # the learner's current weights, swapped in
-        batch, cursor, metrics = _generate(rt, sampler, rollout, cursor, learner.config.loss.temperature)
+        lc = learner.config
+        batch, cursor, metrics = _generate(rt, sampler, rollout, cursor, lc.loss.temperature, lc)
         box["cursor"] = cursor
         return batch, cursor, metrics
 
@@ -176,7 +196,7 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
     key = {"stage": cfg, "reward": rt.cfg.reward, "judge": rt.cfg.judge}
     if overlap.enabled:  # off: the hash (and the stages it finds done) as before the switch existed
         key["overlap"] = overlap
-    h = config_hash(key, prev)
+    h = config_hash(_stage_key(rt, key), prev)
     d = stage_dir(rt, stage)
     if (m := Manifest.find(d, h)) is not None:
         return m
@@ -205,7 +225,9 @@ def _ppo_stage(rt: Runtime, prev: Manifest, stage: str, cfg, critic_from_prev: b
         temperature = learner.config.loss.temperature
 
         def generate(model, cursor):  # in the rollout thread: the sampler, the environment, its judge
-            return _generate(rt, rt.sampler(model, cfg.rollout), cfg.rollout, cursor, temperature)
+            return _generate(
+                rt, rt.sampler(model, cfg.rollout), cfg.rollout, cursor, temperature, cfg.learner
+            )
 
         source = OverlappedSource(learner, generate, cfg.steps, overlap.max_staleness, box, rt.check_deadline)
     else:
@@ -250,7 +272,8 @@ def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
 
     c = rt.cfg.sft
     path = demos_path(c.demos)
-    h = config_hash({"stage": c, "demos": hashlib.sha256(path.read_bytes()).hexdigest()}, prev)
+    demos = hashlib.sha256(path.read_bytes()).hexdigest()
+    h = config_hash(_stage_key(rt, {"stage": c, "demos": demos}), prev)
     d = stage_dir(rt, "sft")
     if (m := Manifest.find(d, h)) is not None:
         return m
@@ -260,7 +283,10 @@ def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
     batches = []
     for e in range(c.epochs):  # each epoch in its own order; B padded to batch_size (one shape to compile)
         epoch = dataclasses.replace(c, learner=dataclasses.replace(c.learner, seed=c.learner.seed + e))
-        batches += sft_batches(trajs, epoch, rt.pad_id, rows_multiple=c.batch_size)
+        if rt.cfg.packing:  # B a bucket of packing_rows, at most batch_size (sft_batches)
+            batches += sft_batches(trajs, epoch, rt.pad_id, packing_rows(c.learner, rt.mesh), packing=True)
+        else:
+            batches += sft_batches(trajs, epoch, rt.pad_id, rows_multiple=c.batch_size)
     learner = Learner(c.learner, rt.restore_actor(prev.actor), None, mesh=rt.mesh)
     box: dict = {}
     info = {"demos": float(len(trajs)), **drops.as_metrics("demos_dropped/")}
@@ -280,7 +306,7 @@ def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
 # --- stage 2 ---------------------------------------------------------------------------------------------
 def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
     c = rt.cfg.rft
-    h = config_hash({"stage": c, "reward": rt.cfg.reward, "judge": rt.cfg.judge}, prev)
+    h = config_hash(_stage_key(rt, {"stage": c, "reward": rt.cfg.reward, "judge": rt.cfg.judge}), prev)
     d = stage_dir(rt, "rft")
     if (m := Manifest.find(d, h)) is not None:
         return m
@@ -340,6 +366,7 @@ def run_rft(rt: Runtime, prev: Manifest) -> Manifest:
             c.rollout.max_len,
             c.batch_size,
             c.rollout.turns,
+            c.learner,
         )
         batches.append(batch)
     learner = Learner(c.learner, actor, None, mesh=rt.mesh)
@@ -369,6 +396,9 @@ def _mc_explained_variance(learner: Learner, batches) -> float:
         values = to_host(prepared.values)  # several processes: each holds its rows
         m = np.asarray(b.response_mask)
         r = np.asarray(b.token_rewards) * m
+        if b.segments is not None:  # packed: each trajectory in a row of its own (returns stop at its end)
+            at = np.asarray(b.segments.index)
+            values, m, r = (np.append(np.asarray(x).reshape(-1), 0)[at] for x in (values, m, r))
         mc = np.cumsum(r[:, ::-1], axis=1)[:, ::-1]
         if m.sum() > 1 and np.var(mc[m > 0]) > 1e-6:  # a constant return explains nothing
             evs.append(float(explained_variance(values, mc, m)))
@@ -381,7 +411,7 @@ def run_value(rt: Runtime, prev: Manifest) -> Manifest:
         raise ValueError(
             f"value pretraining needs the RFT stage's trajectories, got a {prev.stage!r} manifest"
         )
-    h = config_hash({"stage": c, "reward": rt.cfg.reward}, prev)
+    h = config_hash(_stage_key(rt, {"stage": c, "reward": rt.cfg.reward}), prev)
     d = stage_dir(rt, "value")
     if (m := Manifest.find(d, h)) is not None:
         return m
@@ -393,7 +423,8 @@ def run_value(rt: Runtime, prev: Manifest) -> Manifest:
     max_len = -(-max_len // 32) * 32
     batches = []
     for i in range(0, len(records), c.batch_size):
-        batch, _, _ = _pack(rt, records[i : i + c.batch_size], max_len, c.batch_size, max(turns, 1))
+        chunk = records[i : i + c.batch_size]
+        batch, _, _ = _pack(rt, chunk, max_len, c.batch_size, max(turns, 1), c.learner)
         if batch is not None:
             batches.append(batch)
     if not batches:
