@@ -31,7 +31,7 @@ from ._config import (
 from ._continue import CacheRow
 from ._critic import Critic, load_critic
 from ._decode import DecodeConfig
-from ._engine import Engine, EngineConfig
+from ._engine import Engine, EngineConfig, PagesBlocked
 from ._hf import CheckpointError, expected_tensors, load_hf, save_hf
 from ._logprobs import logprobs_from_hidden, token_logprobs
 from ._memory import MemoryPlan, MemorySettings, memory_plan, param_shapes
@@ -58,6 +58,7 @@ __all__ = [
     "Critic",
     "DecodeConfig",
     "Engine",
+    "PagesBlocked",
     "EngineConfig",
     "Decoder",
     "KVCache",

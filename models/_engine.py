@@ -47,6 +47,10 @@ from ._slots import KeptIds, Request, Result, SlotTable, sample_output
 EOS, LENGTH, STOP = 1, 2, 3
 
 
+class PagesBlocked(RuntimeError):
+    """The head of the queue cannot start: kept caches hold the pages it needs (``release`` them)."""
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Shape of an :class:`Engine`: ``num_slots`` concurrent sequences, a pool of ``kv_budget_tokens //
@@ -267,7 +271,7 @@ class Engine:
                 return self._admit()
             if self._waiting and not self._running:
                 kept = sum(len(p) for p, _ in self._kept.values())
-                raise RuntimeError(
+                raise PagesBlocked(
                     f"request {self._waiting[0]} cannot start: {self.pages.free} free pages, {kept} held by "
                     "kept caches; release() finished requests' caches"
                 )

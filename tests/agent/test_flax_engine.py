@@ -228,7 +228,7 @@ class _FullEngine(_FakeEngine):
         self.cancelled = []
 
     def step(self):
-        raise RuntimeError("request 0 cannot start: 0 free pages, 64 held by kept caches")
+        raise models.PagesBlocked("request 0 cannot start: 0 free pages, 64 held by kept caches")
 
     def cancel(self, rid):
         self.cancelled.append(rid)
@@ -317,3 +317,24 @@ def test_the_rl_agent_env_builds_an_engine_for_its_rollout_shape(model):
     )
     with pytest.raises(AgentConfigError, match=r"^agent\.generation\.kv_budget_tokens=64 "):
         small.make_sampler(model, rollout)
+
+
+class _BrokenEngine(_FakeEngine):
+    """An engine whose step fails for another reason (a device error): never mistaken for waiting pages."""
+
+    def step(self):
+        raise RuntimeError("RESOURCE_EXHAUSTED: out of memory while trying to allocate 9.00GiB")
+
+    def cancel(self, rid):
+        pass
+
+
+def test_a_failing_engine_step_is_reported_as_itself_at_once():
+    driver = EngineDriver(_BrokenEngine(), models.SamplingConfig(), keep_cache=True)
+    driver.reserve(2)
+    driver.register()
+    driver.register()  # the other episode is in its tools: a page wait would be retried, this is not
+    with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED") as info:
+        driver.generate([1, 2], None, key=0)
+    assert "kv_budget_tokens" not in str(info.value)
+    driver.close()

@@ -175,7 +175,7 @@ def test_budget_makes_requests_wait_and_rejects_what_never_fits(model, sampler):
     kept = [engine.submit(models.Request(p, gen, keep_cache=True)) for p in prompts[:2]]
     engine.run_until_done()
     engine.submit(models.Request(prompts[2], gen))
-    with pytest.raises(RuntimeError, match="held by kept caches"):
+    with pytest.raises(models.PagesBlocked, match="held by kept caches"):
         engine.step()
     engine.release(kept[0])
     engine.run_until_done()

@@ -161,11 +161,13 @@ class EngineDriver:
                 self._step()
 
     def _step(self) -> None:
+        import models
+
         started = time.perf_counter()
         before = self.engine.stats
         try:
             finished = self.engine.step()
-        except RuntimeError as exc:  # the head request waits for pages that kept caches hold
+        except models.PagesBlocked as exc:  # the head request waits for pages that kept caches hold
             with self._cv:
                 idle = len(self._running) < self._active  # an episode in its tools may end and free pages
                 if idle and not self._closed:
