@@ -338,3 +338,13 @@ def test_a_failing_engine_step_is_reported_as_itself_at_once():
         driver.generate([1, 2], None, key=0)
     assert "kv_budget_tokens" not in str(info.value)
     driver.close()
+
+
+def test_the_driver_submits_a_prompts_episodes_together_whatever_order_they_ask_in():
+    from research.agent.policies.engine_driver import _siblings_together, _Turn
+
+    a0, b, a1, c = _Turn([1, 2], None, 0), _Turn([3], None, 1), _Turn([1, 2], None, 2), _Turn([9], 7, 3)
+    a2 = _Turn([1, 2], None, 4)
+    assert _siblings_together([a0, b, c, a1, a2]) == [a0, a1, a2, b, c]
+    assert _siblings_together([c, b, a0]) == [c, b, a0]
+    assert _siblings_together([b, a0, c, a1]) == [a0, a1, b, c]  # the group first, whatever asked first

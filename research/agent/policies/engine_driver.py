@@ -32,6 +32,16 @@ class _Turn:
     future: Future = field(default_factory=Future)
 
 
+def _siblings_together(turns: list[_Turn]) -> list[_Turn]:
+    """First turns with one prompt (a task's k episodes) next to each other, larger groups first (ties in
+    arrival order): the engine shares a prompt's prefill between requests admitted together, and threads
+    ask in any order. Only the submission order changes; every request draws with its own key."""
+    order: dict[tuple, list[_Turn]] = {}
+    for i, t in enumerate(turns):
+        order.setdefault(tuple(t.prompt) if t.parent is None else ("turn", i), []).append(t)
+    return [t for group in sorted(order.values(), key=len, reverse=True) for t in group]
+
+
 class EngineDriver:
     def __init__(self, engine, config, *, keep_cache: bool, seed: int = 0, max_wait_s: float = 0.05):
         self.engine, self.config, self.keep_cache, self.seed = engine, config, keep_cache, seed
@@ -152,7 +162,7 @@ class EngineDriver:
             for rid in drops:
                 self.engine.release(rid)
                 self._turn_of.pop(rid, None)
-            for turn in inbox:
+            for turn in _siblings_together(inbox):
                 if self._broken is not None:
                     turn.future.set_exception(self._broken)
                 else:
