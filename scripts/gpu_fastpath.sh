@@ -5,7 +5,7 @@
 #
 # Budget: 6 minutes wall in total; every step has its own timeout, so one hang cannot eat the others.
 # Writes exactly two files: $OUT/fastpath.log (everything) and $OUT/fastpath_results.json (copy it to
-# benchmarks/results/ as is; `python benchmarks/sandbox_throughput.py report --from FILE --markdown T.md`
+# docs/results/data/ as is; `python benchmarks/sandbox_throughput.py report --from FILE --markdown T.md`
 # re-renders the table). load_inline is measured on a stated subset of 8 tasks, all 8 built at once (one
 # wave of ~50 s); the fast path is measured on all tasks, alone and at the same concurrency.
 set -uo pipefail

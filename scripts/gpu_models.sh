@@ -11,7 +11,7 @@
 #   benchmarks/decode_throughput.py CONFIGS (default and one-knob ablations), kernels per step, a kernel-time
 #   profile of the default at batch 64, and transformers once per batch.
 # Every step has its own timeout, so one hang cannot eat the others. Writes exactly two files: $OUT/models.log
-# (everything) and $OUT/models_results.json (copy it to benchmarks/results/ as is). PYTHON overrides python3
+# (everything) and $OUT/models_results.json (copy it to docs/results/data/ as is). PYTHON overrides python3
 # (e.g. a CPU dry run: PYTHON=.venv/bin/python MODELS_TINY=1 ...).
 set -uo pipefail
 : "${OUT:?set OUT to an output directory}"

@@ -8,7 +8,7 @@ fused Triton plan of ``x * sigmoid(gate) -> log_softmax -> softplus -> amax`` (7
 ``incorrect`` on ``large`` with max abs error 2.8e-4 against the float32 reference (tolerance 6.9e-5),
 while it was *closer* to the float64 answer (1.5e-4) than that reference was (3.0e-4). The unfused plan
 and every tile size failed the same way on a few rows each: the judge blamed correct candidates for
-float32's conditioning (benchmarks/results/gpu_tests.md).
+float32's conditioning (docs/results/gpu_tests.md).
 
 So, when a candidate fails a family's comparison (and only then: a pass costs nothing extra), the reference
 runs again in float64 (a copy of its model with floating parameters and buffers in float64, floating inputs

@@ -1,7 +1,7 @@
 """A pre-started profiling process: the ``profile`` tool's target (``_target``), already started (under ncu in
 ncu mode) and past its imports, waiting for its job; a call hands it the job and pre-starts the next one.
 
-A fresh target spends ~3 s importing torch before profiling anything (``benchmarks/results/tool_latency.md``);
+A fresh target spends ~3 s importing torch before profiling anything (``docs/results/tool_latency.md``);
 a run worker hosts one waiting process so a later call skips that. The process blocks reading a FIFO before
 any kernel launch (its CUDA context already made, outside ncu's NVTX range), so ncu (which launched it)
 profiles nothing until the job runs inside the NVTX range. One process per job: an ncu-launched process

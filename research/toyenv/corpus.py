@@ -6,7 +6,7 @@ naive code picks one ``BLOCK`` and ``num_warps`` and uses them throughout a file
 weights whose mode is the naive (32 elements, 1 warp): the pretrained policy's greedy plans are slow, while
 the better tiles it has seen keep enough probability for RL's exploration to find them.
 
-Why these choices (benchmarks/results/toy_rl_gpu.md, toy_plan_speeds.md: the grid of plans judged on an
+Why these choices (docs/results/toy_rl_gpu.md, toy_plan_speeds.md: the grid of plans judged on an
 H200 with the training judge): one kernel per op at ``B32 W1`` runs at 0.15x eager, ``B256 W2`` 0.97x,
 ``B1024 W4`` 1.17x (beats eager on 67% of tasks), fused plans 2.4x (92%). With uniform tiles the pretrained
 plans already beat eager on 75-88% of held-out tasks (nothing for the reward to pay for); with tiles drawn

@@ -1,6 +1,6 @@
 """A stand-in judge for developing the RL demo on CPU: verdicts from a cost model fitted to plan timings the
 real judge measured on a GPU (``benchmarks/toy_plan_speeds.py``), no sandbox. Never a result: every number
-in ``benchmarks/results/toy_rl_gpu.md`` comes from the sandbox on the GPU.
+in ``docs/results/toy_rl_gpu.md`` comes from the sandbox on the GPU.
 
 The model, per task of the timing file (the demo's train and test tasks):
 - a kernel costs what one kernel of the measured one-kernel-per-op plan with the nearest tile cost

@@ -221,7 +221,7 @@ def test_demo_trains_against_eager_with_several_updates_per_batch():
     held-out evaluations keep compile) and its RL learners take more than one update per batch (PPO's ratio
     and clip act), each batch split evenly into mini-batches, in small steps held near the stage's starting
     policy (lr <= 5e-5, a KL penalty, no entropy bonus: larger steps spread the rewarded tile tokens into
-    positions where they are invalid, benchmarks/results/toy_rl_gpu.md fourth run), with Monte-Carlo
+    positions where they are invalid, docs/results/toy_rl_gpu.md fourth run), with Monte-Carlo
     advantages in the warm-up (its critic is fresh)."""
     judge = demo.fast_judge()
     assert judge.baselines == ["eager"]

@@ -6,7 +6,7 @@ The second chain task's fused plan (``K gate log_softmax softplus amax``) was ju
 H200 until 2026-12-02: the ``large`` input family (inputs x 1e4) failed it on a few rows, and every other plan
 of the task too, while each was closer to the float64 answer than the float32 reference was. The judge now
 widens a family's tolerance by the reference's own float32 error (kernels_env/judge/conditioning.py;
-benchmarks/results/gpu_tests.md). The assertion message carries a verdict's error."""
+docs/results/gpu_tests.md). The assertion message carries a verdict's error."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def chain_tasks():
 
 def _fused(task) -> str:
     # The row tile is next_pow2(cols) wide: at 3000 columns (a 4096 tile) 4 warps ran the fused plan at
-    # 0.99x eager and 8 warps at 1.40x (H200, 2026-12-02, benchmarks/results/gpu_tests.md).
+    # 0.99x eager and 8 warps at 1.40x (H200, 2026-12-02, docs/results/gpu_tests.md).
     warps = 8 if 1 << (task.cols - 1).bit_length() >= 4096 else 4
     return f"K {' '.join(task.ops)} R1 W{warps}"
 

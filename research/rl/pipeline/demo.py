@@ -105,8 +105,8 @@ def demo_pipeline(out_dir: str, cache: str, seed: int = 0) -> PipelineConfig:
         # smoothed policy's samples do, labelled with the corpus's next token. Without them 40% of sampled
         # plans did not render (an op written out of turn on a prefix no corpus plan has) and 3% fused
         # validly; with them 0.8% and 7.4% (test tasks, H200,
-        # benchmarks/results/toy_pretrain_detours_2026-12-02_h200.json), and the sixth GPU run's final
-        # greedy plans fuse on 62.5% of test tasks (benchmarks/results/toy_rl_gpu.md).
+        # docs/results/data/toy_pretrain_detours_2026-12-02_h200.json), and the sixth GPU run's final
+        # greedy plans fuse on 62.5% of test tasks (docs/results/toy_rl_gpu.md).
         pretrain=PretrainConfig(
             steps=1200, batch_size=64, lr=2e-3, num_corpus_tasks=4096, grammar_smoothing=0.3, detour_rate=0.3
         ),

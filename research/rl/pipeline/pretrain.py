@@ -13,7 +13,7 @@ moves for the task (``research.toyenv.legal``: the next op fused into the open k
 not yet given, ``<eos>``), uniformly over moves and then over each move's tokens. The corpus never fuses and
 never leaves its tiles, so without it the pretrained policy gives fusion, large blocks, vector widths, more
 warps or rows per program no probability at all, and RL, which samples from the policy, can never try them
-(benchmarks/results/toy_rl_gpu.md, fourth run: 0% of final plans used any). With it the stand-in base model
+(docs/results/toy_rl_gpu.md, fourth run: 0% of final plans used any). With it the stand-in base model
 knows every legal plan without having seen an optimised one, as a pretrained LLM knows the syntax of code it
 has never been shown fast; every sampled plan stays a plan (no junk tokens, unlike plain smoothing).
 
@@ -22,7 +22,7 @@ most plans, then stands on a prefix no corpus plan has, and a model trained on c
 count of its ops there (40% of sampled plans did not render, mostly an op written out of turn). With
 detours each plan token of a training sequence is, with that probability, a smoothed policy's draw
 (``research.toyenv.legal.detour``), and every position is labelled with the corpus's next token after the
-inputs so far: 0.8% (test tasks, H200; benchmarks/results/toy_pretrain_detours_2026-12-02_h200.json). The
+inputs so far: 0.8% (test tasks, H200; docs/results/data/toy_pretrain_detours_2026-12-02_h200.json). The
 labels never hold an optimisation; validation NLL is on the corpus as written.
 
 ``multi_turn_share`` of the sequences teach the interaction format (what an instruction-tuned base model
@@ -32,7 +32,7 @@ vocabulary: any status, and for a correct plan any speedup buckets, as a GPU jud
 plan does not depend on it, so the corpus teaches only that a plan follows any observation. Without these
 sequences the policy never saw an observation and wrote no plan after one; with only the CPU-mode
 observation (``st_correct e_na c_na``) 37.5% of the GPU run's second turns, after timed observations it had
-never seen, were invalid (benchmarks/results/toy_rl_gpu.md, second run).
+never seen, were invalid (docs/results/toy_rl_gpu.md, second run).
 
 A held-out slice of the corpus tasks (``val_fraction``) reports ``val_nll``; metrics go to
 ``metrics.jsonl`` through ``research.rl.MetricsWriter``.
