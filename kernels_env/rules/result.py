@@ -13,59 +13,8 @@ from typing import Any
 
 from .messages import PROTOCOL_VERSION
 from .rewards import get_reward
-from .statuses import (
-    COMPILE_ERROR,
-    CORRECT,
-    FAILURES,
-    INCORRECT,
-    INFRA_ERROR,
-    INSUFFICIENT_MEMORY,
-    JUDGE_ERROR,
-    JUDGE_STATUSES,
-    MACHINE_LIMITS,
-    NO_SOLUTION,
-    NO_VERDICT,
-    NOT_RUN,
-    OUTSIDE,
-    REFERENCE_ERROR,
-    REJECTED,
-    RUNTIME_ERROR,
-    STAGES,
-    STATUSES,
-    TIMEOUT,
-    TOOLCHAIN_MISSING,
-)
-
-# The verdict vocabulary lives in ``statuses`` (a leaf that ``rewards`` reads too); it is part of the schema
-# and importers read it here.
-__all__ = [
-    "ADDED_LATER",
-    "COMPILE_ERROR",
-    "CORRECT",
-    "FAILURES",
-    "INCORRECT",
-    "INFRA_ERROR",
-    "INSUFFICIENT_MEMORY",
-    "JUDGE_ERROR",
-    "JUDGE_STATUSES",
-    "MACHINE_LIMITS",
-    "NOT_RUN",
-    "NO_SOLUTION",
-    "NO_VERDICT",
-    "OUTSIDE",
-    "REFERENCE_ERROR",
-    "REJECTED",
-    "RUNTIME_ERROR",
-    "SCHEMA_VERSION",
-    "STAGES",
-    "STATUSES",
-    "TIMEOUT",
-    "TOOLCHAIN_MISSING",
-    "message",
-    "new_result",
-    "validate",
-    "Result",
-]
+from .statuses import *  # noqa: F403 - the status vocabulary is part of the schema: importers read it here
+from .statuses import OUTSIDE, REJECTED, STAGES, STATUSES
 
 SCHEMA_VERSION = 1
 # Keys added after schema version 1 was written: a record without them reads with their default.
