@@ -53,6 +53,7 @@ class JudgeProtocol:
     fatal_families: tuple[str, ...] = FATAL_FAMILIES  # a failure of one of these: incorrect
 
 
+# not shared with policies: alike only as registries filled with entries of their own dataclass
 PROTOCOLS: Registry[JudgeProtocol] = Registry("judge protocol")
 
 
