@@ -18,10 +18,27 @@ import time
 from pathlib import Path
 
 from ._bottleneck import classify
+from ._candidate import (
+    CandidateError,
+    build_model,
+    load_candidate,
+    load_reference,
+    resolve_candidate,
+    task_inputs,
+)
 from ._context import CmdResult, ToolContext, ToolError, run_cmd
+from ._events import profile_forward
 from ._ncu import MARKER_KERNEL, find_ncu, kernel_metrics, ncu_command, parse_ncu_csv
 from ._prestart import LOG_FILE, PRESTARTER, Launch
 from ._prestart import enabled as prestart_enabled
+from ._roofline import (
+    cached_ceilings,
+    count_reference,
+    distance,
+    floor,
+    measure_ceilings,
+    nominal_ceilings,
+)
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -258,9 +275,6 @@ def _events(args: dict, ctx: ToolContext, device: str, warmup: int, iters: int, 
     GPU there is no CUPTI and it runs here."""
     if device == "cuda":
         return _events_in_target(args, ctx, warmup, iters, with_reference, device)
-    from ._candidate import build_model, load_candidate, load_reference, resolve_candidate, task_inputs
-    from ._events import profile_forward
-
     problem = load_reference(args["reference"])
     _, cls = load_candidate(resolve_candidate(args["solution"]))
     out = {}
@@ -277,8 +291,6 @@ def _events(args: dict, ctx: ToolContext, device: str, warmup: int, iters: int, 
 def _events_in_target(
     args: dict, ctx: ToolContext, warmup: int, iters: int, with_reference: bool, device: str
 ) -> dict:
-    from ._candidate import CandidateError
-
     result = ctx.tmpdir() / "target_events.json"
     which = "both" if with_reference else "candidate"
     target = target_argv(args, which, "events", result, warmup, iters, device)
@@ -304,16 +316,6 @@ def _events_in_target(
 
 
 def roofline_block(args: dict, cuda: bool, measured_us: float | None) -> dict:
-    from ._candidate import load_reference
-    from ._roofline import (
-        cached_ceilings,
-        count_reference,
-        distance,
-        floor,
-        measure_ceilings,
-        nominal_ceilings,
-    )
-
     counts = count_reference(load_reference(args["reference"]))
     out = {"counts": {k: v for k, v in counts.items() if k != "ops"}, "top_ops": counts["ops"][:8]}
     ceilings = None
