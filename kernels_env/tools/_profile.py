@@ -17,15 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import _candidate
 from ._bottleneck import classify
-from ._candidate import (
-    CandidateError,
-    build_model,
-    load_candidate,
-    load_reference,
-    resolve_candidate,
-    task_inputs,
-)
 from ._context import CmdResult, ToolContext, ToolError, run_cmd
 from ._events import profile_forward
 from ._ncu import MARKER_KERNEL, find_ncu, kernel_metrics, ncu_command, parse_ncu_csv
@@ -275,15 +268,15 @@ def _events(args: dict, ctx: ToolContext, device: str, warmup: int, iters: int, 
     GPU there is no CUPTI and it runs here."""
     if device == "cuda":
         return _events_in_target(args, ctx, warmup, iters, with_reference, device)
-    problem = load_reference(args["reference"])
-    _, cls = load_candidate(resolve_candidate(args["solution"]))
+    problem = _candidate.load_reference(args["reference"])
+    _, cls = _candidate.load_candidate(_candidate.resolve_candidate(args["solution"]))
     out = {}
     runs = ([("reference", problem.Model)] if with_reference else []) + [("candidate", cls)]
     for side, model_cls in runs:
         ctx.check_time(f"profiling the {side}")
-        model = build_model(problem, model_cls, device)
+        model = _candidate.build_model(problem, model_cls, device)
         out[side] = profile_forward(
-            model, task_inputs(problem, device), device=device, warmup=warmup, iters=iters
+            model, _candidate.task_inputs(problem, device), device=device, warmup=warmup, iters=iters
         )
     return out
 
@@ -301,7 +294,7 @@ def _events_in_target(
         )
     status = _read_status(result)
     if status.get("diagnostic"):
-        raise CandidateError(status["diagnostic"])
+        raise _candidate.CandidateError(status["diagnostic"])
     if not status.get("ok"):
         tail = (res.stdout + res.stderr)[-1500:]
         raise ToolError(status.get("error") or f"the profiling process died (exit {res.returncode}): {tail}")
@@ -316,7 +309,7 @@ def _events_in_target(
 
 
 def roofline_block(args: dict, cuda: bool, measured_us: float | None) -> dict:
-    counts = count_reference(load_reference(args["reference"]))
+    counts = count_reference(_candidate.load_reference(args["reference"]))
     out = {"counts": {k: v for k, v in counts.items() if k != "ops"}, "top_ops": counts["ops"][:8]}
     ceilings = None
     if cuda:
