@@ -4,6 +4,29 @@ the stages of the judge. A leaf: ``result`` (the schema) and ``rewards`` (functi
 
 from __future__ import annotations
 
+__all__ = [
+    "CORRECT",
+    "INCORRECT",
+    "COMPILE_ERROR",
+    "RUNTIME_ERROR",
+    "TIMEOUT",
+    "REJECTED",
+    "NOT_RUN",
+    "JUDGE_ERROR",
+    "REFERENCE_ERROR",
+    "INSUFFICIENT_MEMORY",
+    "TOOLCHAIN_MISSING",
+    "MACHINE_LIMITS",
+    "NO_SOLUTION",
+    "INFRA_ERROR",
+    "OUTSIDE",
+    "NO_VERDICT",
+    "FAILURES",
+    "STATUSES",
+    "JUDGE_STATUSES",
+    "STAGES",
+]
+
 CORRECT = "correct"
 INCORRECT = "incorrect"
 COMPILE_ERROR = "compile_error"
