@@ -56,8 +56,8 @@ from .rules.result import (
 from .rules.results_file import VerdictProgress, append_line, read_results, resume_results
 from .rules.rewards import REWARDS, get_reward
 from .rules.summary import format_pass_rate, problem_set, read_batch_summary, summarize
-from .runtime.fleet import make_fleet
-from .runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
+from .runtime.backends import make_fleet
+from .runtime.errors import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
 
 # The config dataclasses, the reward registry, the result schema and its one status vocabulary (with the
 # verdicts made outside the judge: ``Result.outside``), the KernelBench-style summary of many verdicts (and

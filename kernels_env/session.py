@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from .client import SandboxClient
+from .rules.config import SandboxConfig
 from .tools._context import DEFAULT_TIME_S
 
 REFERENCE_NAME = "model.py"
@@ -301,9 +303,6 @@ class WorkspaceSession:
     def client(self):
         """The sandbox client of this session (made on first use unless one was given)."""
         if self._client is None:
-            from .client import SandboxClient
-            from .rules.config import SandboxConfig
-
             self._client = SandboxClient(self._config or SandboxConfig())
         return self._client
 

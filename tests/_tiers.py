@@ -63,6 +63,7 @@ FAST_MODULES = (
     "tests/sandbox/test_toolchains.py",
     "tests/sandbox/test_backends.py",  # its one sandbox test uses the `client` fixture: integration by that
     "tests/sandbox/test_batch.py",  # resume planning and verdict lines against in-process fake clients
+    "tests/sandbox/test_idle_workers.py",  # the pools' hand-out loop with stand-in workers
 )
 E2E_MODULES = (
     "tests/sandbox/test_soak.py",

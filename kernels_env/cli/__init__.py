@@ -15,6 +15,8 @@ import argparse
 import importlib
 import sys
 
+from ..runtime.errors import BrokenReference, SandboxError
+
 COMMANDS: dict[str, str] = {
     "evaluate": "kernels_env.cli.evaluate",
     "baseline": "kernels_env.cli.baseline",
@@ -36,8 +38,6 @@ def main(argv: list[str] | None = None) -> int:
         modules[name] = module
         module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
     args = parser.parse_args(argv)
-    from ..runtime.supervisor import BrokenReference, SandboxError
-
     try:
         return modules[args.command].run(args)
     except KeyboardInterrupt:

@@ -35,6 +35,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..reports.audit import run as audit
+    from ..reports.audit import run as audit  # imports torch: only this subcommand pays for it
 
     return audit(args)

@@ -12,6 +12,7 @@ from .evaluate import _ms
 HELP = "time a KernelBench-format reference in each baseline mode (cached on disk)"
 
 
+# not shared with evaluate: alike only in calling the same option helpers; their own options differ
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference", required=True, help="KernelBench-format problem file")
     p.add_argument("--json", action="store_true", help="print the baselines as JSON")

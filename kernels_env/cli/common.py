@@ -41,6 +41,7 @@ def sandbox_config(args: argparse.Namespace) -> SandboxConfig:
     )
 
 
+# not shared with sandbox_config: alike only as field-by-field copies of options into another dataclass
 def judge_config(args: argparse.Namespace) -> JudgeConfig:
     return JudgeConfig(
         protocol=args.protocol,

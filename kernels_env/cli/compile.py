@@ -16,5 +16,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    tool_args = {"reference": args.reference, "solution": args.solution, "sass": args.sass, "arch": args.arch}
-    return run_tool("compile", args, tool_args)
+    return run_tool("compile", args, {"sass": args.sass, "arch": args.arch})

@@ -20,8 +20,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     tool_args = {
-        "reference": args.reference,
-        "solution": args.solution,
         "mode": args.mode,
         "include_reference": not args.no_reference,
         "iters": args.iters,

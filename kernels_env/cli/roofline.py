@@ -16,9 +16,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    tool_args = {
-        "reference": args.reference,
-        "device_name": args.device_name,
-        "measured_us": args.measured_us,
-    }
-    return run_tool("roofline", args, tool_args)
+    return run_tool("roofline", args, {"device_name": args.device_name, "measured_us": args.measured_us})

@@ -16,10 +16,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    tool_args = {
-        "reference": args.reference,
-        "solution": args.solution,
-        "tools": args.tools,
-        "kernel_substring": args.kernel_substring,
-    }
-    return run_tool("sanitize", args, tool_args)
+    return run_tool("sanitize", args, {"tools": args.tools, "kernel_substring": args.kernel_substring})

@@ -29,6 +29,8 @@ def add_tool_arguments(p: argparse.ArgumentParser, *, solution: bool = True, ref
 
 
 def run_tool(name: str, args: argparse.Namespace, tool_args: dict[str, Any]) -> int:
+    """Run tool ``name`` on ``args.reference`` / ``args.solution`` (those of ``add_tool_arguments``) with the
+    subcommand's own ``tool_args``; an argument that is None is left to the tool's default."""
     if getattr(args, "reference", None):
         read_source(
             args.reference, "reference"
@@ -38,7 +40,8 @@ def run_tool(name: str, args: argparse.Namespace, tool_args: dict[str, Any]) -> 
     limits: dict[str, Any] = {"max_output_bytes": args.max_output}
     if args.time_limit:
         limits["time_s"] = args.time_limit
-    tool_args = {k: v for k, v in tool_args.items() if v is not None}
+    files = {"reference": getattr(args, "reference", None), "solution": getattr(args, "solution", None)}
+    tool_args = {k: v for k, v in {**files, **tool_args}.items() if v is not None}
     # one call: no standby, and no profiling process pre-started for a next call
     config = dataclasses.replace(sandbox_config(args), standby_run_workers=False, prestart_profiler=False)
     with SandboxClient(config) as sb:

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._nvrtc_here import compile_here, nvrtc_version_here
+
 _ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -42,12 +44,8 @@ def run(request: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
 def main() -> int:
     request = json.loads(sys.stdin.read())
     if request["op"] == "version":
-        from .toolchain import nvrtc_version_here
-
         answer: dict[str, Any] = {"version": nvrtc_version_here()}
     else:
-        from .nvrtc import compile_here
-
         image, fmt, lowered, log = compile_here(
             request["source"], request["filename"], request["name"], request["options"], request["headers"]
         )

@@ -7,13 +7,13 @@ import base64
 import ctypes
 import operator
 import re
-import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import cache, hooks, toolchain
+from . import _nvrtc_proc, cache, hooks, toolchain
+from ._nvrtc_here import compile_here
 from .args import ArgSpec, current_stream, specs_for
 from .common import FASTPATH_VERSION, BuildInfo, build_only, cuda_unavailable_reason
 from .diagnostics import (
@@ -50,74 +50,10 @@ def _compile(source: str, filename: str, name: str, options: list[str], headers:
     """NVRTC build: in this process, or in a fresh one in build-only mode (see ``_nvrtc_proc``)."""
     if not build_only():
         return compile_here(source, filename, name, options, headers)
-    from . import _nvrtc_proc
-
     request = {"source": source, "filename": filename, "name": name, "options": list(options)}
     out = _nvrtc_proc.run({"op": "compile", **request, "headers": dict(headers)})
     image = None if out["image"] is None else base64.b64decode(out["image"])
     return image, out["fmt"], out["lowered"], out["log"]
-
-
-def compile_here(source: str, filename: str, name: str, options: list[str], headers: Mapping[str, str]):
-    from cupy_backends.cuda.libs import nvrtc
-
-    names = [k.encode() for k in headers]
-    prog = nvrtc.createProgram(source, filename, [v.encode() for v in headers.values()], names)
-    try:
-        nvrtc.addNameExpression(prog, name)
-        try:
-            nvrtc.compileProgram(prog, options)
-            ok = True
-        except nvrtc.NVRTCError:
-            ok = False
-        log = nvrtc.getProgramLog(prog).rstrip("\x00")
-        if not ok:
-            return None, None, None, log
-        lowered = nvrtc.getLoweredName(prog, name)
-        try:
-            image, fmt = _whole_cubin(nvrtc.getCUBIN(prog)), "cubin"
-        except nvrtc.NVRTCError:
-            image = b""
-        if not image:  # compiled for a virtual arch (compute_XX): load PTX, the driver JITs it
-            image, fmt = nvrtc.getPTX(prog), "ptx"
-            image = image.encode() if isinstance(image, str) else image
-        return image, fmt, lowered, log
-    finally:
-        nvrtc.destroyProgram(prog)
-
-
-def _whole_cubin(image: bytes) -> bytes:
-    """The whole cubin. CuPy's ``getCUBIN`` returns one byte less than ``nvrtcGetCUBINSize`` (it treats the
-    image as a NUL-terminated string): the driver still loads it, but cuobjdump/nvdisasm reject it as an
-    invalid ELF. The missing byte is the image's trailing NUL; the ELF headers say how long the file is, so
-    restore it when they ask for exactly one more byte. (Calling libnvrtc through ctypes instead is unsafe:
-    a process may map several libnvrtc builds, e.g. torch's and CuPy's, and a program handle from one
-    crashes the other.)"""
-    try:
-        if image[:5] == b"\x7fELF\x02" and _elf_end(image + b"\0") == len(image) + 1:
-            return image + b"\0"
-    except struct.error:
-        pass
-    return image
-
-
-def _elf_end(b: bytes) -> int:
-    """One past the last byte any header, section or segment of a 64-bit little-endian ELF image covers."""
-    phoff, shoff = struct.unpack_from("<QQ", b, 0x20)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", b, 0x36)
-    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
-    for i in range(shnum):
-        o = shoff + i * shentsize
-        (sh_type,) = struct.unpack_from("<I", b, o + 4)
-        off, size = struct.unpack_from("<QQ", b, o + 0x18)
-        if sh_type != 8:  # SHT_NOBITS occupies no file space
-            end = max(end, off + size)
-    for i in range(phnum):
-        o = phoff + i * phentsize
-        (off,) = struct.unpack_from("<Q", b, o + 8)
-        (filesz,) = struct.unpack_from("<Q", b, o + 0x20)
-        end = max(end, off + filesz)
-    return end
 
 
 def _missing_kernel_error(name: str, filename: str, source: str, log: str) -> CompileError:

@@ -18,6 +18,9 @@ import sys
 from dataclasses import dataclass
 
 from ..host.cuda import cuda_home, find_cuda_tool
+from . import _nvrtc_proc
+from ._nvrtc_here import nvrtc_version_here
+from .common import build_only
 
 DEFAULT_ARCH = "sm_90"
 ARCH_ENV = "KERNELS_ENV_CUDA_ARCH"
@@ -73,31 +76,9 @@ def host_compiler_version() -> str:
 def nvrtc_version() -> str:
     """NVRTC's version and the wheel that ships it; part of every NVRTC cache key (asked in a fresh process
     in build-only mode, like every NVRTC call there: ``_nvrtc_proc``)."""
-    from .common import build_only
-
     if build_only():
-        from . import _nvrtc_proc
-
         return _nvrtc_proc.run({"op": "version"})["version"]
     return nvrtc_version_here()
-
-
-def nvrtc_version_here() -> str:
-    from cupy_backends.cuda.libs import nvrtc
-
-    major, minor = nvrtc.getVersion()
-    text = f"nvrtc {major}.{minor}"
-    try:
-        from importlib import metadata
-
-        for dist in ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu13", "nvidia-cuda-nvrtc-cu12"):
-            try:
-                return f"{text} ({dist} {metadata.version(dist)})"
-            except metadata.PackageNotFoundError:
-                continue
-    except ImportError:
-        pass
-    return text
 
 
 def normalize_arch(arch: str | int | tuple) -> str:

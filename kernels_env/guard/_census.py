@@ -35,6 +35,7 @@ from ..rules.operators import (
 from ..rules.policies import Policy
 from . import _checks
 
+# not shared with fastpath.diagnostics: alike only as tables of regexes (kernel names here, not messages)
 _INDUCTOR = re.compile(r"^(void )?triton_(poi|red|per|tem|for|mm|bmm|conv|unk|sort|scan)_")
 _CUPY_BUILTIN = re.compile(r"^(void )?cupy_")
 _BLAS = re.compile(

@@ -19,7 +19,9 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import torch
 from torch.autograd.profiler import record_function
@@ -35,13 +37,35 @@ from ..rules.operators import (
     RAW_MEMORY,
     torch_compute,
 )
+from ..rules.policies import Policy
 from . import _checks
-from ._frames import REFERENCE, RUNTIME, describe
+from ._frames import REFERENCE, RUNTIME, FrameClassifier, describe
 from ._memory import poison_tensor
-from ._passthrough import passthrough_frame
+from ._passthrough import PassthroughCodes, passthrough_frame
 
-if TYPE_CHECKING:
-    from ._guard import Guard
+
+class GuardState(Protocol):
+    """What the interception layers read and write of their ``_guard.Guard`` (which owns them: it names this
+    interface rather than importing the class back)."""
+
+    rules: Policy
+    classifier: FrameClassifier
+    forbidden_modules: tuple[Any, ...]
+    passthrough_codes: PassthroughCodes
+    input_storages: set[Any]
+    torch_ops: Counter[str]
+    function_mode: Any
+    poison: bool
+    dispatched: int
+    marker: str
+    constructor_marker: str
+    _internal: bool
+    _tf_stack: list[str]
+
+    def violate(self, check: str, message: str, evidence: dict | None = None) -> None: ...
+
+    def internal(self) -> AbstractContextManager[None]: ...
+
 
 _HOST_ESCAPE_FUNCS = frozenset(
     {"numpy", "tolist", "__array__", "__repr__", "__str__", "__format__", "__reduce_ex__", "__getstate__"}
@@ -76,8 +100,9 @@ def _is_interpreter(filename: str) -> bool:
     return tuple(parts[-3:]) == _INTERPRETER_FILE
 
 
+# not shared with DispatchMode: two torch hooks with their own bases; they share only a short prologue
 class FunctionMode(TorchFunctionMode):
-    def __init__(self, guard: Guard):
+    def __init__(self, guard: GuardState):
         super().__init__()
         self.guard = guard
 
@@ -115,7 +140,7 @@ class FunctionMode(TorchFunctionMode):
 
 
 class DispatchMode(TorchDispatchMode):
-    def __init__(self, guard: Guard):
+    def __init__(self, guard: GuardState):
         super().__init__()
         self.guard = guard
 
@@ -219,7 +244,7 @@ def _written_args(func, args, kwargs):
             yield kwargs[arg.name]
 
 
-def module_pre_hook(guard: Guard):
+def module_pre_hook(guard: GuardState):
     def hook(module, args):
         if guard._internal or not guard.forbidden_modules:
             return None

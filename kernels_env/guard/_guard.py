@@ -25,6 +25,12 @@ from ..rules.policies import Policy, get_policy
 from . import _checks
 from ._census import TritonInterpreterCounter, census_from_profiler, census_violations, torch_op_summary
 from ._checks import GuardViolation, Violation
+from ._cuda import (
+    clear_last_errors,
+    launch_error_violations,
+    snapshot_after_current_stream,
+    stream_race_violations,
+)
 from ._dispatch import DispatchMode, FunctionMode, _storage_key, module_pre_hook
 from ._frames import FrameClassifier
 from ._memory import poison_free_cuda_memory
@@ -218,8 +224,6 @@ class Guard:
         self._input_copies = [(t, t.detach().clone()) for t in inputs]
         self.input_storages = {k for k in (_storage_key(t) for t in inputs) if k is not None}
         if self.cuda:
-            from ._cuda import clear_last_errors
-
             torch.cuda.synchronize(self.device)
             if self.poison:
                 self.poisoned_free_bytes = poison_free_cuda_memory(self.device)
@@ -319,8 +323,6 @@ class Guard:
                 self.integrity.restore()
         finally:
             if self.cuda:
-                from ._cuda import launch_error_violations, snapshot_after_current_stream
-
                 try:
                     if self._outputs:
                         with record_function(self.internal_marker):
@@ -343,8 +345,6 @@ class Guard:
             self._add(launch)
             if any(v.evidence.get("sticky") for v in launch):
                 return  # the CUDA context is unusable: nothing further can be checked on this device
-            from ._cuda import stream_race_violations
-
             self._add(stream_race_violations(self._outputs, snapshots))
         events = self._profiler.events() if self._profiler is not None else None
         if self.trace_enabled and events is not None:

@@ -110,6 +110,7 @@ def thread_violations(
         for tid, name in now.items()
         if tid not in os_before.os_threads and tid not in native_ids and name == main_name
     ]
+    # not shared with _cuda's launch errors: alike only in building one Violation each
     if fresh and not found:
         found.append(
             _checks.Violation(

@@ -242,6 +242,11 @@ class Watch:
         if self._record_external is not None:
             self._record_external(v)
 
+    def _record_by(self, caller: FrameType | None, check: str, message: str, evidence: dict | None = None):
+        """Record what ``caller`` (a candidate frame; None: not the candidate's doing, nothing) did."""
+        if caller is not None:
+            self._record(_checks.Violation(check, message, {**(evidence or {}), "frame": describe(caller)}))
+
     # -- attribution
     def _candidate_caller(self, frame: FrameType | None) -> FrameType | None:
         """The candidate frame that made this call directly (or through inspect/traceback helpers)."""
@@ -358,37 +363,18 @@ class Watch:
             caller = self._candidate_caller(sys._getframe(2))
             code = getattr(args[0], "__code__", None)
             target_file = code.co_filename if code is not None else ""
-            if caller is not None and self.classifier.classify(target_file) not in (CANDIDATE, REFERENCE):
-                self._record(
-                    _checks.Violation(
-                        _checks.JUDGE_TAMPERED,
-                        f"candidate replaced {args[1]} of {getattr(args[0], '__qualname__', args[0])!r}",
-                        {"frame": describe(caller)},
-                    )
-                )
+            if self.classifier.classify(target_file) not in (CANDIDATE, REFERENCE):
+                what = f"{args[1]} of {getattr(args[0], '__qualname__', args[0])!r}"
+                self._record_by(caller, _checks.JUDGE_TAMPERED, f"candidate replaced {what}")
             return
         if event == "object.__getattr__":
             if len(args) >= 2 and args[1] in _FRAME_ATTRS:
                 caller = self._candidate_caller(sys._getframe(2))
-                if caller is not None:
-                    self._record(
-                        _checks.Violation(
-                            _checks.INTROSPECTION,
-                            f"candidate read .{args[1]} (frame walking)",
-                            {"frame": describe(caller)},
-                        )
-                    )
+                self._record_by(caller, _checks.INTROSPECTION, f"candidate read .{args[1]} (frame walking)")
             return
         if event in _INTROSPECTION_EVENTS:
             caller = self._candidate_caller(sys._getframe(2))
-            if caller is not None:
-                self._record(
-                    _checks.Violation(
-                        _checks.INTROSPECTION,
-                        f"candidate called {event}",
-                        {"event": event, "frame": describe(caller)},
-                    )
-                )
+            self._record_by(caller, _checks.INTROSPECTION, f"candidate called {event}", {"event": event})
 
     # -- exception watcher
     def _is_candidate_code(self, code) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 from ._registry import Registry
 from .config import JudgeConfig
 from .policies import get_policy
+from .rewards import get_reward
 
 WEIGHT_SYNCS = ("seed", "state_dict", "auto")
 MODES = ("train", "eval")
@@ -52,6 +53,7 @@ class JudgeProtocol:
     fatal_families: tuple[str, ...] = FATAL_FAMILIES  # a failure of one of these: incorrect
 
 
+# not shared with policies: alike only as registries filled with entries of their own dataclass
 PROTOCOLS: Registry[JudgeProtocol] = Registry("judge protocol")
 
 
@@ -137,8 +139,6 @@ def resolve(
     """The complete judge settings for one request (also recorded in every result under ``judge``);
     ``device_shared_by``: the sandbox's run workers per device (``SandboxConfig.run_workers_per_gpu``);
     ``timing_lock``: they time under the GPU lock (``SandboxConfig.exclusive_timing``, shared devices)."""
-    from .rewards import get_reward
-
     protocol = get_protocol(judge.protocol)
     policy = get_policy(judge.policy)
     get_reward(judge.reward)  # unknown names fail here, before any work

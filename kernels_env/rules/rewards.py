@@ -1,6 +1,6 @@
 """Rewards by name: a function of the verdict status and the speedups over each baseline.
 
-Every reward maps the statuses without a verdict on the candidate (``result.NO_VERDICT``: ``not_run``, CPU
+Every reward maps the statuses without a verdict on the candidate (``statuses.NO_VERDICT``: ``not_run``, CPU
 mode, compiled but not executed; ``judge_error``; ``reference_error``; what the machine cannot judge;
 ``infra_error``, the sandbox not reached) to ``None``, and every other status but ``correct`` (the
 candidate's failures, ``no_solution`` included) to its failure value. Speedups are
@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from ._registry import Registry
-from .result import CORRECT, NO_VERDICT
+from .statuses import CORRECT, NO_VERDICT
 
 RewardFn = Callable[[str, Mapping[str, float | None]], float | None]
 REWARDS: Registry[RewardFn] = Registry("reward")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .supervisor import SandboxError
+from .errors import SandboxError
 
 DEVICES = ("auto", "cpu", "cuda")
 

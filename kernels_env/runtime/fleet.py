@@ -6,8 +6,9 @@ With several run workers per GPU and ``exclusive_timing`` each GPU gets a lock (
 its files in the temp directory, named to the GPU's workers by ``gpu_lock.ENV``), so that their timed
 measurements hold the GPU alone (``timing_lock``).
 
-Started on first use, in parallel; ``close`` stops everything and removes the temp directory. ``make_fleet``
-picks the backend: this one (processes on this machine) or ``ray_fleet.RayFleet`` (Ray actors on a cluster).
+Started on first use, in parallel; ``close`` stops everything and removes the temp directory.
+``backends.make_fleet`` picks the backend: this one (processes on this machine) or ``ray_fleet.RayFleet`` (Ray
+actors on a cluster).
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ import concurrent.futures
 import os
 import shutil
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 from ..host import gpu_lock
 from ..rules.config import SandboxConfig
 from . import devices
-from .supervisor import Worker, WorkerPool
+from ._parallel import side_by_side
+from .pool import WorkerPool
+from .supervisor import Worker
 
 
 class Fleet:
@@ -59,11 +61,7 @@ class Fleet:
             except BaseException as exc:  # re-raised below in the caller's thread
                 failures.append(exc)
 
-        threads = [threading.Thread(target=boot, args=(p,), daemon=True) for p in (self.run, self.compile)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        side_by_side(boot, (self.run, self.compile))
         if failures:
             self.close()
             raise failures[0]
@@ -139,24 +137,8 @@ class Fleet:
         if self.executor is not None:
             self.executor.shutdown(wait=False, cancel_futures=True)
             self.executor = None
-        pools = [p for p in (self.run, self.compile) if p is not None]
-        closers = [threading.Thread(target=p.close, daemon=True) for p in pools]
-        for t in closers:
-            t.start()
-        for t in closers:
-            t.join()
+        side_by_side(lambda pool: pool.close(), [p for p in (self.run, self.compile) if p is not None])
         self.run = self.compile = None
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
-
-
-def make_fleet(config: SandboxConfig, cache_dir: Path, cache_env: dict[str, str]) -> Fleet:
-    """The fleet of ``config.backend``: worker processes on this machine, or Ray actors on a cluster."""
-    if config.backend == "ray":
-        from .ray_fleet import RayFleet  # imports Ray: only for this backend, so the sandbox stays light
-
-        return RayFleet(config, cache_dir, cache_env)
-    if config.backend != "local":
-        raise ValueError(f"unknown sandbox backend {config.backend!r}; use 'local' or 'ray'")
-    return Fleet(config, cache_dir, cache_env)

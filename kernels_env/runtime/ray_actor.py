@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..rules import messages
-from .supervisor import SandboxError, Worker, WorkerFailure, WorkerPool
+from .errors import SandboxError, WorkerFailure
+from .pool import WorkerPool
+from .supervisor import Worker
 
 
 class SandboxActor:

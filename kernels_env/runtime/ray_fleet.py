@@ -15,10 +15,10 @@ import threading
 import uuid
 from typing import Any
 
+from .errors import SandboxError
 from .fleet import Fleet
 from .ray_actor import SandboxActor
 from .ray_pool import RayWorkerPool, ray_module
-from .supervisor import SandboxError
 
 # A Ray started here serves a handful of actors whose messages are sources and verdicts (at most
 # messages.MAX_MESSAGE_BYTES each): Ray's default object store (30% of the machine's memory) is waste.

@@ -1,5 +1,5 @@
 """The client's side of the Ray backend: sandbox actors (``ray_actor.SandboxActor``) behind the interface of
-``supervisor.WorkerPool`` (``start``, ``acquire()`` yielding a handle with ``call(request, timeout_s)``,
+``pool.WorkerPool`` (``start``, ``acquire()`` yielding a handle with ``call(request, timeout_s)``,
 ``environments``, ``close``), so the client's evaluate / tool / baseline code is the same for both backends.
 
 Failures inside an actor (its worker crashed, hung, ran out of memory, forged a reply) are handled there, by
@@ -14,14 +14,14 @@ Ray is imported only when a pool is started (``import kernels_env`` never loads 
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..rules import messages
-from .supervisor import SandboxError, WorkerFailure
+from ._idle import IdleWorkers
+from .errors import SandboxError, WorkerFailure
 
 # Beyond the worker's own deadline: Ray's transfer and scheduling, and an actor's pool waiting for the restart
 # of a worker the previous request killed (bounded by the startup timeout, added separately).
@@ -89,19 +89,16 @@ class RayWorker:
         return messages.decode(out["reply"])
 
 
-class RayWorkerPool:
+class RayWorkerPool(IdleWorkers[RayWorker]):
     """Hands out one idle actor per request; a dead actor is killed and replaced in the background."""
 
     def __init__(self, spawn: Callable[[str, int], Any], names: list[str], startup_timeout_s: float):
+        super().__init__()
         self._spawn = spawn  # (worker name, generation) -> a new actor handle, not started yet
         self.names = names
         self.startup_timeout_s = startup_timeout_s
         self.workers: list[RayWorker] = []
-        self._idle: queue.Queue[RayWorker] = queue.Queue()
         self._busy: list[RayWorker] = []
-        self._lock = threading.Lock()
-        self._error: str | None = None
-        self._closed = False
 
     def _wait_s(self) -> float:
         return self.startup_timeout_s + CALL_SLACK_S
@@ -129,16 +126,7 @@ class RayWorkerPool:
 
     @contextlib.contextmanager
     def acquire(self) -> Iterator[RayWorker]:
-        while True:
-            if self._error:
-                raise SandboxError(self._error)
-            if self._closed:
-                raise SandboxError("the sandbox client is closed")
-            try:
-                worker = self._idle.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            break
+        worker = self._next_idle()
         with self._lock:
             self._busy.append(worker)
         try:

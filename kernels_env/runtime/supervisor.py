@@ -4,7 +4,7 @@ A ``Worker`` is one child process (``python -m kernels_env.runtime.worker``) in 
 going to
 a log file. ``call`` sends one request and waits for its reply; a timeout, a crash (EOF), host memory (RSS of
 the worker and its children) above the limit, or a malformed reply kills the process group and raises
-``WorkerFailure`` with what is known (last progress stage, exit signal, stderr tail). A ``WorkerPool``
+``WorkerFailure`` with what is known (last progress stage, exit signal, stderr tail). ``pool.WorkerPool``
 hands out workers one request at a time and restarts dead ones in the background.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-import queue
 import secrets
 import selectors
 import shutil
@@ -21,9 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,36 +28,11 @@ import psutil
 
 from ..host.processes import kill_tree
 from ..rules import messages
+from .errors import SandboxError, WorkerFailure
 
 POLL_S = 0.05
 MAX_LOG_BYTES = 8 * 2**20  # a worker's log is started afresh beyond this (at its next start)
 MAX_OUTPUT_BYTES = 64 * 2**20  # output one request may print before its worker is killed
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself cannot work (a worker never starts, ...): never the candidate's fault."""
-
-
-class BrokenReference(SandboxError):
-    """The reference (problem) cannot be loaded, run or timed: a user input error, not the candidate's fault.
-
-    ``SandboxClient.baseline`` raises it; ``evaluate`` / ``submit`` never do: their verdict is then
-    ``reference_error``. (A ``SandboxError`` subclass for callers written before that status existed.)"""
-
-
-class JudgeFailure(SandboxError):
-    """The judge failed on its own while serving one request (its exception, a malformed reply); the sandbox
-    still works. ``baseline`` raises it; ``evaluate`` / ``submit`` turn it into a ``judge_error`` verdict."""
-
-
-class WorkerFailure(Exception):
-    def __init__(self, kind: str, detail: str, stage: str = "", log_tail: str = "", evidence=None):
-        super().__init__(detail)
-        self.kind = kind  # timeout | crash | memory | output | protocol | forgery
-        self.detail = detail
-        self.stage = stage
-        self.log_tail = log_tail
-        self.evidence = evidence or {}
 
 
 class Worker:
@@ -414,146 +386,3 @@ def _exit_text(code: int | None) -> str:
         except ValueError:
             return f"worker process died from signal {-code}"
     return f"worker process exited with code {code}"
-
-
-class WorkerPool:
-    """Hands out one idle worker per request. A dead or recycled worker is replaced at once by its ready
-    standby (a started twin with the same environment, e.g. the same GPU) when it has one, and restarted in
-    the background to become the next standby; without a standby the request after a crash waits for the
-    restart."""
-
-    def __init__(self, workers: list[Worker], max_requests: int = 0, standbys: list[Worker] | None = None):
-        self.workers = list(workers)
-        self.members = [*self.workers, *(standbys or [])]  # every Worker object this pool runs (diagnostics)
-        self.max_requests = max_requests
-        self._standby: dict[int, Worker | None] = dict(enumerate(standbys or []))
-        self._slot = {id(w): i for i, w in enumerate(self.workers)}
-        self._slot.update({id(w): i for i, w in self._standby.items() if w is not None})
-        self._idle: queue.Queue[Worker] = queue.Queue()
-        self._lock = threading.Lock()
-        self._error: str | None = None
-        self._closed = False
-        self._starting: set[Worker] = set()
-        self._restarts: list[threading.Thread] = []  # close() waits for them: no worker outlives its pool
-
-    def start(self) -> None:
-        """Start the workers (blocking); standbys start afterwards in the background."""
-        errors: list[str] = []
-
-        def boot(w: Worker) -> None:
-            try:
-                w.start()
-                self._idle.put(w)
-            except SandboxError as exc:
-                errors.append(str(exc))
-
-        threads = [threading.Thread(target=boot, args=(w,), daemon=True) for w in self.workers]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            self.close()
-            raise SandboxError(errors[0])
-        for slot, standby in list(self._standby.items()):
-            if standby is not None:
-                self._standby[slot] = None
-                self._spawn_restart(standby, True)
-
-    @contextlib.contextmanager
-    def acquire(self) -> Iterator[Worker]:
-        while True:
-            if self._error:
-                raise SandboxError(self._error)
-            if self._closed:
-                raise SandboxError("the sandbox client is closed")
-            try:
-                worker = self._idle.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            # A leftover writer of the previous candidate, or a worker that died while idle (handed out, its
-            # "not running" failure became the next candidate's runtime_error): replaced, never handed out.
-            if not worker.alive or worker.stray_output():
-                self._replace(worker)
-                continue
-            break
-        try:
-            yield worker
-        finally:
-            recycle = self.max_requests and worker.requests >= self.max_requests
-            if worker.alive and not recycle:
-                self._idle.put(worker)
-            elif not self._closed:
-                self._replace(worker)
-
-    def _replace(self, worker: Worker) -> None:
-        worker.kill()
-        slot = self._slot[id(worker)]
-        with self._lock:
-            standby = self._standby.get(slot)
-            ready = standby is not None and standby.alive and standby.hello is not None
-            if ready:
-                self._standby[slot] = None
-        if ready:
-            self._idle.put(standby)
-        self._spawn_restart(worker, ready)
-
-    def _spawn_restart(self, worker: Worker, as_standby: bool) -> None:
-        thread = threading.Thread(target=self._restart, args=(worker, as_standby), daemon=True)
-        with self._lock:
-            self._restarts = [t for t in self._restarts if t.is_alive()] + [thread]
-        thread.start()
-
-    def _restart(self, worker: Worker, as_standby: bool) -> None:
-        last = ""
-        for attempt in range(3):
-            with self._lock:
-                if self._closed:
-                    return
-                self._starting.add(worker)  # close() kills it too: no worker outlives its pool
-            try:
-                worker.start()
-                with self._lock:
-                    closed = self._closed
-                    if not closed and as_standby:
-                        self._standby[self._slot[id(worker)]] = worker
-                    elif not closed:
-                        self._idle.put(worker)
-                if closed:
-                    worker.close()
-                return
-            except SandboxError as exc:
-                last = str(exc)
-                time.sleep(1 + attempt)
-            finally:
-                with self._lock:
-                    self._starting.discard(worker)
-        if not as_standby:
-            self._error = f"{worker.name} worker could not be restarted: {last}"
-
-    def environments(self) -> list[dict[str, Any]]:
-        return [w.hello.environment for w in self.workers if w.hello is not None]
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            # Every Worker object of the pool: a standby promoted after a crash serves from then on but is in
-            # neither self.workers nor _standby (a CPU soak in CI found one outliving the client).
-            workers = list(self.members)
-            workers += [w for w in self._starting if w not in workers]  # restarts still importing torch
-        for w in workers:  # all at once: each may take a moment to exit
-            w.request_shutdown()
-        deadline = time.monotonic() + 10.0
-        for w in workers:
-            w.close(grace_s=max(0.0, deadline - time.monotonic()))
-        # A restart may still be spawning its process (it had none to kill above): kill what it starts until
-        # it gives up, so that no worker outlives the pool (a soak run found one that did).
-        with self._lock:
-            restarts = list(self._restarts)
-        for thread in restarts:
-            while thread.is_alive() and time.monotonic() < deadline + 20.0:
-                with self._lock:
-                    starting = list(self._starting)
-                for w in starting:
-                    w.kill()
-                thread.join(timeout=0.2)

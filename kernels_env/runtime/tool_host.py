@@ -14,8 +14,8 @@ from ..judge.build import detect_backends
 from ..rules.messages import CompileRequest, Source, ToolRequest
 from ..tools import ToolLimits, error_response
 from ..tools._serve import grace_s, killed_response
+from .errors import WorkerFailure
 from .fleet import Fleet
-from .supervisor import WorkerFailure
 
 NATIVE_BUILDS = {"fastpath", "load_inline", "cpp_extension"}
 

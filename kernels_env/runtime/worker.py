@@ -29,13 +29,19 @@ import time
 import traceback
 from typing import Any, BinaryIO
 
+from ..host.environment import environment
+from ..host.processes import kill_tree
+from ..judge.compile_stage import serve
+from ..judge.phases import PhaseClock
+from ..rules import messages
+from ..tools._prestart import PRESTARTER
+from ..tools._serve import serve_forked, serve_in_process
+
 
 def _protocol_channel() -> tuple[BinaryIO, BinaryIO]:
     """(requests, replies): the original fds 0/1 moved out of the candidate's way (see the module doc)."""
     import fcntl
     import secrets
-
-    from ..rules import messages
 
     base = 256 + secrets.randbelow(512)  # not the next free number a candidate would try first
     fds = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base) for fd in (0, 1)]
@@ -75,8 +81,6 @@ def _exit_with_parent() -> None:
             time.sleep(1.0)
             if os.getppid() != parent:
                 with contextlib.suppress(Exception):
-                    from ..host.processes import kill_tree
-
                     kill_tree(os.getpid())  # also what tools started in their own sessions
                 with contextlib.suppress(Exception):
                     os.killpg(os.getpgrp(), signal.SIGKILL)
@@ -92,13 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _exit_with_parent()
     requests, out = _protocol_channel()
-    from ..rules import messages
-
     channel = _Channel(out, messages)
     if args.role == "compile":
         return _serve_compile(channel, requests, messages)
-    from ..tools._prestart import PRESTARTER
-
     try:
         return _serve_run(channel, requests, messages, args.device)
     finally:  # the waiting profiling process: now, not once it finishes importing and sees its FIFO closed
@@ -112,9 +112,6 @@ def _serve_compile(channel: _Channel, requests: BinaryIO, messages) -> int:
     for optional in ("triton", "numpy", "kernels_env.fastpath", "kernels_env.guard"):
         with contextlib.suppress(Exception):  # optional: a missing package only costs the child an import
             __import__(optional)
-    from ..judge.compile_stage import serve
-    from ..tools._serve import serve_forked
-
     channel.send(messages.Hello(role="compile", pid=os.getpid()))
     for line in requests:
         msg = messages.decode(line)
@@ -138,9 +135,8 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
     for optional in ("triton", "triton.language", "numpy"):  # most candidates import these: pay once, here
         with contextlib.suppress(Exception):
             __import__(optional)
-    from ..host.environment import environment
+    # The judge imports torch and Triton: only now, with the environment set (TRITON_INTERPRET above).
     from ..judge import enforce, gpu_share, harness, hygiene
-    from ..judge.phases import PhaseClock
 
     if device_name == "cuda":
         torch.cuda.init()
@@ -187,8 +183,6 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
             if isinstance(msg, messages.BaselineRequest):
                 return harness.baselines(msg, device, env, progress_for(msg.id), report_for(msg.id))
             if isinstance(msg, messages.ToolRequest):
-                from ..tools._serve import serve_in_process
-
                 return serve_in_process(msg, progress_for(msg.id))
             return {"harness_error": f"a run worker does not handle {msg.kind} messages"}
         except Exception:

@@ -127,6 +127,6 @@ def build_model(problem: loader.Problem, cls: type, device: Any, seed: int = 0) 
 
 def task_inputs(problem: loader.Problem, device: Any, seed: int = 0) -> list:
     """The task's forward arguments, from the harness's own input generator."""
-    from ..judge.inputs import make_inputs
+    from ..judge.inputs import make_inputs  # imports torch: only a tool that builds inputs pays for it
 
     return make_inputs(problem, seed, "random", device)

@@ -21,6 +21,7 @@ from ._capture import CudaUnit, anchor, capture
 from ._context import ToolContext, ToolError, run_cmd
 from ._resources import ptxas_records, resource_records
 from ._sass import disassemble
+from ._triton import triton_compile_report
 
 _SAFE_FLAG = re.compile(
     r"^(-O[0-3]|--use_fast_math|-use_fast_math|-std=c\+\+\d+|--std=c\+\+\d+|-D[\w=.]+|"
@@ -173,8 +174,6 @@ def compile_tool(args: dict, ctx: ToolContext) -> dict:
         "warnings": sum(1 for d in diagnostics if d.get("severity") == "warning"),
     }
     if cap.triton:
-        from ._triton import triton_compile_report
-
         result["triton"] = triton_compile_report(cap, args, ctx, sass=sass)
         if not result["triton"].get("ok", True):
             result["ok"] = False

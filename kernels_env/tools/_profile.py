@@ -17,11 +17,21 @@ import sys
 import time
 from pathlib import Path
 
+from . import _candidate
 from ._bottleneck import classify
 from ._context import CmdResult, ToolContext, ToolError, run_cmd
+from ._events import profile_forward
 from ._ncu import MARKER_KERNEL, find_ncu, kernel_metrics, ncu_command, parse_ncu_csv
 from ._prestart import LOG_FILE, PRESTARTER, Launch
 from ._prestart import enabled as prestart_enabled
+from ._roofline import (
+    cached_ceilings,
+    count_reference,
+    distance,
+    floor,
+    measure_ceilings,
+    nominal_ceilings,
+)
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -258,18 +268,15 @@ def _events(args: dict, ctx: ToolContext, device: str, warmup: int, iters: int, 
     GPU there is no CUPTI and it runs here."""
     if device == "cuda":
         return _events_in_target(args, ctx, warmup, iters, with_reference, device)
-    from ._candidate import build_model, load_candidate, load_reference, resolve_candidate, task_inputs
-    from ._events import profile_forward
-
-    problem = load_reference(args["reference"])
-    _, cls = load_candidate(resolve_candidate(args["solution"]))
+    problem = _candidate.load_reference(args["reference"])
+    _, cls = _candidate.load_candidate(_candidate.resolve_candidate(args["solution"]))
     out = {}
     runs = ([("reference", problem.Model)] if with_reference else []) + [("candidate", cls)]
     for side, model_cls in runs:
         ctx.check_time(f"profiling the {side}")
-        model = build_model(problem, model_cls, device)
+        model = _candidate.build_model(problem, model_cls, device)
         out[side] = profile_forward(
-            model, task_inputs(problem, device), device=device, warmup=warmup, iters=iters
+            model, _candidate.task_inputs(problem, device), device=device, warmup=warmup, iters=iters
         )
     return out
 
@@ -277,8 +284,6 @@ def _events(args: dict, ctx: ToolContext, device: str, warmup: int, iters: int, 
 def _events_in_target(
     args: dict, ctx: ToolContext, warmup: int, iters: int, with_reference: bool, device: str
 ) -> dict:
-    from ._candidate import CandidateError
-
     result = ctx.tmpdir() / "target_events.json"
     which = "both" if with_reference else "candidate"
     target = target_argv(args, which, "events", result, warmup, iters, device)
@@ -289,7 +294,7 @@ def _events_in_target(
         )
     status = _read_status(result)
     if status.get("diagnostic"):
-        raise CandidateError(status["diagnostic"])
+        raise _candidate.CandidateError(status["diagnostic"])
     if not status.get("ok"):
         tail = (res.stdout + res.stderr)[-1500:]
         raise ToolError(status.get("error") or f"the profiling process died (exit {res.returncode}): {tail}")
@@ -304,17 +309,7 @@ def _events_in_target(
 
 
 def roofline_block(args: dict, cuda: bool, measured_us: float | None) -> dict:
-    from ._candidate import load_reference
-    from ._roofline import (
-        cached_ceilings,
-        count_reference,
-        distance,
-        floor,
-        measure_ceilings,
-        nominal_ceilings,
-    )
-
-    counts = count_reference(load_reference(args["reference"]))
+    counts = count_reference(_candidate.load_reference(args["reference"]))
     out = {"counts": {k: v for k, v in counts.items() if k != "ops"}, "top_ops": counts["ops"][:8]}
     ceilings = None
     if cuda:

@@ -16,7 +16,7 @@ from ..fastpath.diagnostics import format_diagnostic
 from ._candidate import CandidateError
 from ._compile import compile_tool
 from ._context import ToolContext, ToolError, ToolLimits, fit_json, truncate_text
-from ._profile import profile_tool, roofline_block
+from ._profile import _cuda, _device_name, profile_tool, roofline_block
 from ._render import RENDERERS
 from ._sanitize import sanitize_tool
 
@@ -26,8 +26,6 @@ PROTOCOL = 1
 def roofline_tool(args: dict, ctx: ToolContext) -> dict:
     if not args.get("reference"):
         raise ToolError("roofline needs 'reference'")
-    from ._profile import _cuda, _device_name
-
     cuda = _cuda()
     out = roofline_block(args, cuda, args.get("measured_us"))
     out["device"] = _device_name(True) if cuda else args.get("device_name")

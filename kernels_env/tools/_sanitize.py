@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from ._candidate import resolve_candidate
+from ._capture import capture, source_locator
 from ._context import ToolContext, ToolError, run_cmd
 from ._profile import _cuda, target_argv, target_env
 from ._sanitizer import TOOLS, find_sanitizer, parse_sanitizer, sanitizer_command
@@ -64,9 +66,6 @@ def sanitize_tool(args: dict, ctx: ToolContext) -> dict:
 
 def _locator(solution: str):
     """Kernel source locations -> the candidate's Python lines (its import is cheap: builds are cached)."""
-    from ._candidate import resolve_candidate
-    from ._capture import capture, source_locator
-
     c = resolve_candidate(solution)
     try:
         return source_locator(capture(c), c.python_files())

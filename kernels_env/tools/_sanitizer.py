@@ -21,6 +21,7 @@ import re
 from ..host.cuda import find_cuda_tool
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+# not shared with fastpath.diagnostics: alike only as tables of regexes (compute-sanitizer's reports here)
 _PREFIX = re.compile(r"^=========\s?")
 _HEADLINE = re.compile(
     r"^(?P<kind>Invalid __\w+__ (?:read|write|atomic)[^\n]*?|Uninitialized __\w+__ memory read[^\n]*?|"

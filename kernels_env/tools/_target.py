@@ -37,6 +37,7 @@ from ._candidate import (  # noqa: E402
     resolve_candidate,
     task_inputs,
 )
+from ._events import profile_forward  # noqa: E402
 from ._ncu import MARKER_CYCLES, NVTX_RANGE  # noqa: E402
 
 
@@ -89,8 +90,6 @@ def main(argv: list[str] | None = None) -> int:
             for label, cls in runs
         ]
         if a.mode == "events":  # the cheap profile (PyTorch profiler) of each model, in this fresh process
-            from ._events import profile_forward
-
             status["stage"] = "forward"
             status["events"] = {
                 label: profile_forward(model, inputs, device=a.device, warmup=a.warmup, iters=a.iters)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import traceback
 
+from ._candidate import build_model, load_reference, resolve_candidate, task_inputs
 from ._context import ToolContext, run_cmd
 from ._resources import ptxas_records
 from ._sass import find_cuda_binary, parse_sass
@@ -101,8 +102,6 @@ def triton_compile_report(cap, args: dict, ctx: ToolContext, *, sass: bool = Fal
             else "pass 'reference' to compile Triton kernels"
         )
         return out
-    from ._candidate import build_model, load_reference, resolve_candidate, task_inputs
-
     c = resolve_candidate(args["solution"])
     problem = load_reference(args["reference"])
     try:

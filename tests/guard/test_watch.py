@@ -147,3 +147,21 @@ def test_code_compiled_by_candidate_code_is_noted():
         exec(compile("x = 1", "<hidden>", "exec"), {})
     assert __file__ in watch_module.COMPILED_BY_CANDIDATE
     watch_module.COMPILED_BY_CANDIDATE.discard(__file__)
+
+
+def test_violations_name_the_candidate_frame_and_their_evidence():
+    """Each audit tripwire records its check, message and evidence with the candidate's frame."""
+    import json
+
+    w = _watch()
+    with w, pytest.raises(GuardViolation):
+        json.dumps.__code__ = json.dumps.__code__
+    (v,) = w.violations
+    assert v.check == _checks.JUDGE_TAMPERED and v.message == "candidate replaced __code__ of 'dumps'"
+    assert list(v.evidence) == ["frame"] and __file__ in v.evidence["frame"]
+    w = _watch()
+    with w, pytest.raises(GuardViolation):
+        gc.get_objects()
+    (v,) = w.violations
+    assert v.check == _checks.INTROSPECTION and v.message == "candidate called gc.get_objects"
+    assert v.evidence["event"] == "gc.get_objects" and __file__ in v.evidence["frame"]

@@ -245,7 +245,7 @@ def test_devices_applied_before_jax_backend():
 
 def test_judge_gpus_pick_the_sandbox_workers_gpus(monkeypatch):
     from kernels_env.runtime import devices
-    from kernels_env.runtime.supervisor import SandboxError
+    from kernels_env.runtime.errors import SandboxError
 
     monkeypatch.setattr(devices, "visible_gpus", lambda: ["4", "5", "6", "7"])  # CUDA_VISIBLE_DEVICES=4,5,6,7
     assert devices.resolve("auto") == ("cuda", ["4", "5", "6", "7"])  # default: every visible GPU

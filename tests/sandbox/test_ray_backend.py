@@ -220,8 +220,8 @@ def test_ray_is_imported_only_by_the_ray_backend():
 
 
 def test_device_and_run_actors_follow_the_cluster_resources():
+    from kernels_env.runtime.errors import SandboxError
     from kernels_env.runtime.ray_fleet import resolve_device, run_actor_count
-    from kernels_env.runtime.supervisor import SandboxError
 
     assert resolve_device("auto", 0) == "cpu" and resolve_device("auto", 4) == "cuda"
     assert resolve_device("cpu", 4) == "cpu"

@@ -7,7 +7,8 @@ import time
 
 import psutil
 
-from kernels_env.runtime.supervisor import Worker, WorkerPool
+from kernels_env.runtime.pool import WorkerPool
+from kernels_env.runtime.supervisor import Worker
 
 
 def _alive(pid: int) -> bool:

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from kernels_env.runtime.supervisor import SandboxError, Worker, WorkerFailure
+from kernels_env.runtime.errors import SandboxError, WorkerFailure
+from kernels_env.runtime.supervisor import Worker
 
 
 def _waiting(tmp_path) -> Worker:
