@@ -8,7 +8,9 @@ presets, sweeps, model shapes), each option listing the schema first in its ``de
 A node that is a whole dataclass is stored as a structured config (a key it lacks, or a value of the wrong
 type, fails when Hydra composes). A node that holds only part of one (the rest come from other groups or
 from the entry point, e.g. the ``eval`` node of ``BatchConfig`` without its sandbox and judge) is stored as
-that part's default values, typed when ``experiments._hydra.to_dataclass`` fills the dataclass.
+that part's default values, typed when ``experiments._hydra.to_dataclass`` fills the dataclass. A ``???`` that
+an option puts on a key its schema has a default for (``eval=kernelbench``'s solutions_dir) is still required:
+OmegaConf keeps the default, ``experiments._hydra.required_by_choices`` the requirement.
 
 Each entry point calls ``register(CONFIG_NAME)`` before Hydra composes; the dataclasses are imported only for
 the roots asked for (``experiments.evaluate`` does not import JAX).
@@ -29,85 +31,74 @@ class Schema(NamedTuple):
     name: str
     cls: str  # module:Class
     package: str | None = None  # where it goes; None: its group
-    drop: tuple[str, ...] = ()  # fields another group or the entry point fills (the node is then part)
-    extra: tuple[
-        tuple[str, Any], ...
-    ] = ()  # entry-point keys beside the dataclass's (corpus text_policy.build)
+    drop: tuple[str, ...] = ()  # fields another group or the entry point fills (the node is then a part)
+    # keys of the entry point's beside the dataclass's (experiments.corpus: text_policy.build)
+    extra: tuple[tuple[str, Any], ...] = ()
 
 
-_CLIENT, _AGENT, _RL = "kernels_env.rules.config", "research.agent", "research.rl"
-_GROUPS = ("policy", "agent", "tasks", "sandbox", "judge", "out_dir")  # RunConfig's from groups / main
-SANDBOX = Schema("sandbox", "auto", f"{_CLIENT}:SandboxConfig")
-JUDGE = Schema("judge", "kernelbench", f"{_CLIENT}:JudgeConfig")
+_RULES, _AGENT = "kernels_env.rules.config", "research.agent"
+_DATA, _EVAL = "research.data", "research.evaluation"
+SANDBOX = Schema("sandbox", "auto", f"{_RULES}:SandboxConfig")
+JUDGE = Schema("judge", "kernelbench", f"{_RULES}:JudgeConfig")
 TASKS = [
     Schema("tasks", "examples", f"{_AGENT}:TasksConfig"),
-    Schema("tasks", "agent_schema", f"{_AGENT}:TasksConfig"),  # conf/env/agent.yaml's `tasks`
+    # the base of conf/tasks/*.yaml; conf/env/agent.yaml's `tasks`
+    Schema("tasks", "agent_schema", f"{_AGENT}:TasksConfig"),
     Schema("tasks", "toy_schema", "research.toyenv:ToyTaskConfig"),  # conf/env/toy.yaml's `tasks`
 ]
+# RunConfig's own keys (resume, progress) at the root of experiments.agent and .study; the rest are groups'
+RUN = Schema(
+    "schema", "run", f"{_AGENT}:RunConfig", "_global_", ("policy", "agent", "tasks", "sandbox", "judge")
+)
 AGENT_LOOP = [
     SANDBOX,
     JUDGE,
     *TASKS,
     Schema("agent", "eval", f"{_AGENT}:AgentConfig"),
     Schema("policy/generation", "schema", f"{_AGENT}:GenerationConfig"),  # conf/policy/flax.yaml's
-    Schema("schema", "run", f"{_AGENT}:RunConfig", package="_global_", drop=_GROUPS),
+    RUN,
 ]
-ROOTS: dict[str, list[Schema]] = {
+ROOTS: dict[str, list[Schema]] = {  # root config (an entry point's CONFIG_NAME) -> the schemas it composes
     "config": [
         SANDBOX,
         JUDGE,
-        Schema("eval", "examples", f"{_CLIENT}:BatchConfig", drop=("out_dir", "sandbox", "judge")),
+        Schema("eval", "examples", f"{_RULES}:BatchConfig", None, ("out_dir", "sandbox", "judge")),
     ],
     "agent": AGENT_LOOP,
-    "study": [
-        *AGENT_LOOP,
-        Schema("schema", "study", "research.evaluation.study_eval:StudyConfig", package="study"),
-    ],
+    "study": [*AGENT_LOOP, Schema("schema", "study", f"{_EVAL}.study_eval:StudyConfig", "study")],
     "corpus": [
         SANDBOX,
         JUDGE,
-        Schema(
-            "schema", "corpus", "research.data.transcripts:CorpusConfig", package="corpus", drop=("judge",)
-        ),
+        Schema("schema", "corpus", f"{_DATA}.transcripts:CorpusConfig", "corpus", ("judge",)),
         Schema(
             "schema",
             "text_policy",
             "research.textpolicy:TextPolicySpec",
-            package="text_policy",
-            drop=(),
-            extra=(("build", False),),
+            "text_policy",
+            (),
+            (("build", False),),
         ),
     ],
     "synthesize": [
-        Schema("data/mix", "paper", "research.data.config:MixConfig"),
-        Schema("data/split", "category_holdout", "research.data.config:SplitConfig"),
-        Schema(
-            "schema",
-            "synthesize",
-            "research.data.config:SynthesisConfig",
-            package="_global_",
-            drop=("mix", "split"),
-        ),
+        Schema("data/mix", "paper", f"{_DATA}.config:MixConfig"),
+        Schema("data/split", "category_holdout", f"{_DATA}.config:SplitConfig"),
+        Schema("schema", "synthesize", f"{_DATA}.config:SynthesisConfig", "_global_", ("mix", "split")),
     ],
     "solutions": [
         SANDBOX,
         JUDGE,
-        Schema("mapping", "default", "research.evaluation:FieldMap"),
+        Schema("mapping", "default", f"{_EVAL}:FieldMap"),
         Schema(
-            "schema",
-            "solutions",
-            "research.evaluation:SolutionSetConfig",
-            package="_global_",
-            drop=("fields", "sandbox", "judge"),
+            "schema", "solutions", f"{_EVAL}:SolutionSetConfig", "_global_", ("fields", "sandbox", "judge")
         ),
     ],
-    "figures": [Schema(None, "figures_schema", "research.evaluation.figures:FiguresConfig")],
+    "figures": [Schema(None, "figures_schema", f"{_EVAL}.figures:FiguresConfig")],
     "train": [
         SANDBOX,
         JUDGE,
         *TASKS,
-        Schema("distributed", "single", f"{_RL}:DistributedConfig"),
-        Schema("mesh", "single", f"{_RL}:MeshConfig"),
+        Schema("distributed", "single", "research.rl:DistributedConfig"),
+        Schema("mesh", "single", "research.rl:MeshConfig"),
         Schema(None, "train_schema", "research.rl.pipeline.config:PipelineConfig"),
     ],
 }
