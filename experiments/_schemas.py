@@ -84,15 +84,20 @@ ROOTS: dict[str, list[Schema]] = {  # root config (an entry point's CONFIG_NAME)
         Schema("data/split", "category_holdout", f"{_DATA}.config:SplitConfig"),
         Schema("schema", "synthesize", f"{_DATA}.config:SynthesisConfig", "_global_", ("mix", "split")),
     ],
+    # solutions' input, figures' run_dir: left to the root's ??? (a schema default would hide it in --cfg job)
     "solutions": [
         SANDBOX,
         JUDGE,
         Schema("mapping", "default", f"{_EVAL}:FieldMap"),
         Schema(
-            "schema", "solutions", f"{_EVAL}:SolutionSetConfig", "_global_", ("fields", "sandbox", "judge")
+            "schema",
+            "solutions",
+            f"{_EVAL}:SolutionSetConfig",
+            "_global_",
+            ("input", "fields", "sandbox", "judge"),
         ),
     ],
-    "figures": [Schema(None, "figures_schema", f"{_EVAL}.figures:FiguresConfig")],
+    "figures": [Schema("schema", "figures", f"{_EVAL}.figures:FiguresConfig", "_global_", ("run_dir",))],
     "train": [
         SANDBOX,
         JUDGE,
