@@ -12,12 +12,12 @@ Writes results.jsonl, trajectories.jsonl and summary.json (Table 1 per level) in
 from __future__ import annotations
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, to_dataclass, user_errors
-from research.agent import AgentConfigError, GenerationConfig, RunConfig
+from experiments._schemas import register
+from research.agent import AgentConfigError, RunConfig
 
 
 def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
@@ -28,9 +28,8 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
     return to_dataclass(RunConfig, node, where="policy/agent/tasks/sandbox/judge")
 
 
-# conf/policy/flax.yaml takes its `generation` node (defaults included) from the dataclass
-ConfigStore.instance().store(group="policy/generation", name="schema", node=GenerationConfig)
 CONFIG_NAME = "agent"
+register(CONFIG_NAME)  # the groups' dataclasses as their schemas (conf/policy/flax.yaml's generation too)
 
 
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")

@@ -17,11 +17,13 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, to_dataclass, user_errors
+from experiments._schemas import register
 from kernels_env.client import JudgeConfig, SandboxConfig
 from research.data.transcripts import CorpusConfig, CorpusError
 from research.textpolicy import TextPolicySpec
 
 CONFIG_NAME = "corpus"
+register(CONFIG_NAME)  # each group's dataclass as its schema (experiments._schemas)
 
 
 def to_config(cfg: DictConfig) -> tuple[CorpusConfig, SandboxConfig, TextPolicySpec | None]:

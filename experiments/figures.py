@@ -11,6 +11,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, to_dataclass, user_errors
+from experiments._schemas import register
 from research.evaluation.figures import FiguresConfig
 
 
@@ -21,6 +22,7 @@ def to_config(cfg: DictConfig) -> FiguresConfig:
 
 
 CONFIG_NAME = "figures"
+register(CONFIG_NAME)  # each group's dataclass as its schema (experiments._schemas)
 
 
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")

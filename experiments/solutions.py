@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, to_dataclass, user_errors
+from experiments._schemas import register
 from research.evaluation import KernelBenchNotFound, SolutionSetConfig, SolutionSetError
 
 
@@ -28,6 +29,7 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/solutions") -> SolutionSe
 
 
 CONFIG_NAME = "solutions"
+register(CONFIG_NAME)  # each group's dataclass as its schema (experiments._schemas)
 
 
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")

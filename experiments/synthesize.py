@@ -15,9 +15,11 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, to_dataclass, user_errors
+from experiments._schemas import register
 from research.data.config import SynthesisConfig, SynthesisConfigError
 
 CONFIG_NAME = "synthesize"
+register(CONFIG_NAME)  # each group's dataclass as its schema (experiments._schemas)
 
 
 def to_config(cfg: DictConfig) -> SynthesisConfig:

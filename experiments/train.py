@@ -24,19 +24,14 @@ from __future__ import annotations
 import logging
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, ConfigError, save_config, to_dataclass, user_errors
-from research.agent import TasksConfig
+from experiments._schemas import register
 from research.rl.pipeline.config import PipelineConfig
-from research.toyenv import ToyTaskConfig
 
 CONFIG_NAME = "train"
-ConfigStore.instance().store(name="train_schema", node=PipelineConfig)
-# Each env's task settings: the typed node conf/env/<env>.yaml puts under `tasks`.
-ConfigStore.instance().store(group="tasks", name="agent_schema", node=TasksConfig)
-ConfigStore.instance().store(group="tasks", name="toy_schema", node=ToyTaskConfig)
+register(CONFIG_NAME)  # PipelineConfig as train_schema, each group's dataclass as its schema
 
 
 def to_config(cfg: DictConfig) -> PipelineConfig:

@@ -8,10 +8,11 @@ import itertools
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from experiments._hydra import ConfigError, to_dataclass
+from experiments._hydra import ConfigError, _leaves_missing, to_dataclass
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -40,7 +41,20 @@ def _groups_of(root: str) -> list[str]:
 
 
 def _options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+    """The group's YAML options and the schemas registered as options (experiments._schemas: sandbox=auto is
+    SandboxConfig itself), ``*_schema`` nodes (a group's base, not an option) left out."""
+    stored = [n.removesuffix(".yaml") for n in _stored(group)]
+    names = {p.stem for p in (CONF / group).glob("*.yaml")} | {n for n in stored if not n.endswith("schema")}
+    return sorted(names)
+
+
+def _stored(group: str) -> list[str]:
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        return [n for n in ConfigStore.instance().list(group) if n.endswith(".yaml")]
+    except OSError:  # no schema registered in this group
+        return []
 
 
 def _compose(root, overrides=(), hydra_cfg=False):
@@ -48,9 +62,14 @@ def _compose(root, overrides=(), hydra_cfg=False):
         return compose(config_name=root, overrides=list(overrides), return_hydra_config=hydra_cfg)
 
 
-def _fill(module, cfg):
-    # Mandatory values (???) are user inputs; give them a placeholder so the schema can be checked.
-    for key in [k for k in _missing_keys(cfg)]:
+def _fill(module, cfg, group=None, option=None):
+    # Mandatory values (???) are user inputs; give them a placeholder so the schema can be checked. An
+    # option's ??? merged onto its schema's default is not in the composed config: read from its file.
+    required = [k for k in _missing_keys(cfg)]
+    path = CONF / str(group) / f"{option}.yaml"
+    if path.is_file():
+        required += _leaves_missing(yaml.safe_load(path.read_text()) or {}, group.replace("/", ".") + ".")
+    for key in required:
         OmegaConf.update(cfg, key, "<required>", force_add=True)
     return module.to_config(cfg)
 
@@ -80,7 +99,7 @@ def test_there_is_a_main_job():
 def test_every_group_option_composes(entry, group, option):
     module = _entry(entry)
     cfg = _compose(module.CONFIG_NAME, [f"{group}={option}"])
-    assert _fill(module, cfg) is not None
+    assert _fill(module, cfg, group, option) is not None
 
 
 @pytest.mark.parametrize("sweep", sorted(p.stem for p in (CONF / "sweep").glob("*.yaml")))

@@ -42,6 +42,10 @@ CASES = [
         "with model_new.py",
     ),
     ("agent", ["policy=scripted"], "policy.script is required: give policy.script=... on the command line"),
+    # an option's ??? over its schema's default (conf/tasks/data.yaml over TasksConfig.path): still required
+    ("agent", ["tasks=data"], "tasks.path is required: give tasks.path=... on the command line"),
+    ("train", ["env=agent", "tasks=data"], "tasks.path is required: give tasks.path=... on the command line"),
+    ("solutions", [], "input is required: give input=... on the command line"),
     (
         "agent",
         ["policy=scripted", "policy.script=/nope.json"],

@@ -35,7 +35,8 @@ class Budgets:
 @dataclass
 class AgentConfig:
     """The loop: budgets, skills on/off (the paper's missing ablation), agentic or single-turn, how many
-    episodes run at once, and how many results the skill tool returns."""
+    episodes run at once, and how many results the skill tool returns. The default budgets are CUDA Agent's
+    evaluation budgets (up to 200 turns, 128K context): ``agent=eval`` of the Hydra entry points."""
 
     max_turns: int = 200
     max_context_tokens: int = 131_072

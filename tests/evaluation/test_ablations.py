@@ -94,6 +94,9 @@ def test_not_a_multirun_dir(tmp_path):
 
 @pytest.mark.parametrize("root", ["solutions", "config", "agent"])
 def test_slurm_launcher_composes_without_a_cluster(root):
+    from experiments._schemas import register
+
+    register(root)  # the groups' schemas (sandbox=auto is SandboxConfig), as the entry point does
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(
             root, ["hydra/launcher=slurm", "hydra.launcher.partition=gpu"], return_hydra_config=True
