@@ -65,7 +65,7 @@ FAST_MODULES = (
     "tests/sandbox/test_batch.py",  # resume planning and verdict lines against in-process fake clients
 )
 E2E_MODULES = (
-    "tests/sandbox/test_soak.py",
+    "tests/stress/test_*.py",  # the soak and any other stress test
     "tests/agent/test_benchmark_smoke.py",
     "tests/*/test_*_bench.py",
     "tests/fastpath/test_benchmark.py",
