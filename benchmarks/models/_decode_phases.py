@@ -167,7 +167,7 @@ def phase_jax(args) -> dict:
     import models
 
     start = time.perf_counter()
-    left = lambda: args.phase_budget - (time.perf_counter() - start)  # noqa: E731
+    left = lambda: args.phase_budget - (time.perf_counter() - start)
     res: dict = {"device": jax_device_info(), "configs": {}, "decode_configs": {}}
     write_json(args.part, res)
     t = time.perf_counter()
@@ -237,7 +237,7 @@ def phase_jax(args) -> dict:
                 try:  # kernels per step (the program is compiled: this only reads it back)
                     text = sampler.decode_program_text(prompts, sc)
                     entry["hlo"] = hlo_loop_stats(text, sampler.decode_config.steps_per_iteration)["per_step"]
-                except Exception as exc:  # noqa: BLE001 - diagnosis only
+                except Exception as exc:
                     entry["hlo"] = f"unavailable: {exc!r}"
                 kernels = (entry["hlo"] or {}).get("kernels") if isinstance(entry["hlo"], dict) else None
                 print(
@@ -256,10 +256,10 @@ def phase_jax(args) -> dict:
                             f"{entry['decode_step_ms']:.3f} ms)",
                             flush=True,
                         )
-                    except Exception as exc:  # noqa: BLE001 - diagnosis only
+                    except Exception as exc:
                         res["profile"] = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
                         print(f"[jax] profile failed: {res['profile']['error']}", flush=True)
-            except Exception as exc:  # noqa: BLE001 - recorded, the next configuration still runs
+            except Exception as exc:
                 entry["error"] = f"{type(exc).__name__}: {str(exc)[:800]}"
                 print(f"[jax] {name} batch {b} failed: {entry['error']}", flush=True)
             write_json(args.part, res)
@@ -337,7 +337,7 @@ def phase_torch(args) -> dict:
                 f"(compiled={entry['compiled']})",
                 flush=True,
             )
-        except Exception as exc:  # noqa: BLE001 - recorded, the next batch still runs
+        except Exception as exc:
             entry["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
             print(f"[torch {args.torch_mode}] batch {b} failed: {entry['error']}", flush=True)
         res["batches"][str(b)] = entry

@@ -140,7 +140,7 @@ def main() -> None:
         return
 
     start = time.perf_counter()
-    left = lambda: args.budget_s - (time.perf_counter() - start)  # noqa: E731
+    left = lambda: args.budget_s - (time.perf_counter() - start)
     results: dict = {
         "benchmark": "decode_throughput",
         "mode": "sweep" if args.sweep else "default",

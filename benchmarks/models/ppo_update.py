@@ -185,7 +185,7 @@ def main() -> None:
             )
             try:
                 attempt.update(run_config(cfg, batch, micro, seq, args.steps, args.chunk))
-            except Exception as exc:  # noqa: BLE001 - OOM or an unsupported kernel: try the next config
+            except Exception as exc:
                 attempt["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
                 print(
                     f"[ppo] seq {seq} {attn}/{batch}/{micro}/{remat} failed: {attempt['error'][:300]}",

@@ -212,7 +212,7 @@ def main(argv=None) -> dict:
     results = {}
     for mode in modes:
         if mode == "sampler_lockstep":
-            fn = lambda: run_sampler(sampler, episodes, args)  # noqa: E731
+            fn = lambda: run_sampler(sampler, episodes, args)
         else:
             flags = {
                 "engine_lockstep": (False, False),
@@ -220,7 +220,7 @@ def main(argv=None) -> dict:
                 "engine_full": (True, True),
             }
             c, s = flags[mode]
-            fn = lambda c=c, s=s: run_engine(engine, episodes, args, continuous=c, sharing=s)  # noqa: E731
+            fn = lambda c=c, s=s: run_engine(engine, episodes, args, continuous=c, sharing=s)
         fn()  # compile
         results[mode] = fn()
         r = results[mode]

@@ -86,7 +86,7 @@ class GpuUtil:
             read, self.source = (lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu), "pynvml"
             threading.Thread(target=self._poll, args=(read, ms / 1e3), daemon=True).start()
             return
-        except Exception:  # noqa: BLE001 - no pynvml or no GPU: try nvidia-smi
+        except Exception:
             pass
         if not shutil.which("nvidia-smi"):
             return

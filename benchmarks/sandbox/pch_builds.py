@@ -84,7 +84,7 @@ def main() -> int:
         out["cold"] = [run_one(s, Path(tmp) / f"cold_{s.stem}", "off") for s in sols]
         print("shared PCH, one cache (the first build also precompiles torch/extension.h):")
         out["pch"] = [run_one(s, Path(tmp) / "pch", "wait") for s in sols]
-    ok = lambda recs: [r["seconds"] for r in recs if "seconds" in r]  # noqa: E731
+    ok = lambda recs: [r["seconds"] for r in recs if "seconds" in r]
     out["summary"] = {
         "cold_median_s": summarize(ok(out["cold"]))["median_ms"] if ok(out["cold"]) else None,
         "pch_first_s": ok(out["pch"][:1])[0] if ok(out["pch"][:1]) else None,

@@ -46,13 +46,13 @@ def environment() -> dict:
         if torch.cuda.is_available():
             env["gpu"] = torch.cuda.get_device_name()
             env["driver"] = torch.cuda.driver_version() if hasattr(torch.cuda, "driver_version") else None
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         env["torch_error"] = str(e)
     try:
         import triton
 
         env["triton"] = triton.__version__
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return env
 
