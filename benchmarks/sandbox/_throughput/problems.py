@@ -1,4 +1,4 @@
-"""The benchmark's problems: its own (``benchmarks/tasks/``) and example problems measured at the
+"""The benchmark's problems: its own (``benchmarks/sandbox/tasks/``) and example problems measured at the
 benchmark's sizes. An example problem is read from ``examples/problems/``, so it is written once; only its
 module-level size constants are set here (the examples are small for the CPU demo, the benchmark wants
 kernels over 100 us on a GPU)."""

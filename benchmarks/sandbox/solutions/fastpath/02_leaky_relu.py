@@ -1,4 +1,4 @@
-"""LeakyReLU (benchmarks/tasks/02_leaky_relu.py): grid-stride elementwise kernel, built with the fast path."""
+"""LeakyReLU (tasks/02_leaky_relu.py): grid-stride elementwise kernel, built with the fast path."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""GELU (benchmarks/tasks/03_gelu.py): exact erf GELU, grid-stride kernel, built with the fast path."""
+"""GELU (tasks/03_gelu.py): exact erf GELU, grid-stride kernel, built with the fast path."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""Sigmoid (benchmarks/tasks/04_sigmoid.py): grid-stride elementwise kernel, built with the fast path."""
+"""Sigmoid (tasks/04_sigmoid.py): grid-stride elementwise kernel, built with the fast path."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""Softmax over dim 1 (benchmarks/tasks/05_softmax.py): one block per row, three passes with warp-shuffle
+"""Softmax over dim 1 (tasks/05_softmax.py): one block per row, three passes with warp-shuffle
 block reductions (max, sum of exp, write), built with the fast path."""
 
 import torch

@@ -1,4 +1,4 @@
-"""LayerNorm over the last dim (benchmarks/tasks/06_layernorm.py): one block per row, two-pass mean and
+"""LayerNorm over the last dim (tasks/06_layernorm.py): one block per row, two-pass mean and
 variance with warp-shuffle block reductions, affine from the module's own parameters; fast path."""
 
 import torch

@@ -1,4 +1,4 @@
-"""Max over dim 1 (benchmarks/tasks/08_max_reduction.py): one block per row, NaN-propagating warp-shuffle
+"""Max over dim 1 (tasks/08_max_reduction.py): one block per row, NaN-propagating warp-shuffle
 block reduction, built with the fast path."""
 
 import torch

@@ -1,4 +1,4 @@
-"""RMSNorm over dim 1 (benchmarks/tasks/09_rms_norm.py): one thread per (batch, position) pair walks the
+"""RMSNorm over dim 1 (tasks/09_rms_norm.py): one thread per (batch, position) pair walks the
 features (strided, coalesced across threads) twice: sum of squares, then scale; built with the fast path."""
 
 import torch

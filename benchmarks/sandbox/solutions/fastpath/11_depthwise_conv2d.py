@@ -1,4 +1,4 @@
-"""Depthwise conv2d (benchmarks/tasks/11_depthwise_conv2d.py): one thread per output element, grid-stride,
+"""Depthwise conv2d (tasks/11_depthwise_conv2d.py): one thread per output element, grid-stride,
 weights and bias from the module's own nn.Conv2d; built with the fast path."""
 
 import torch

@@ -1,4 +1,4 @@
-"""Standard conv2d (benchmarks/tasks/12_conv2d.py): one thread per output element, the output channel's
+"""Standard conv2d (tasks/12_conv2d.py): one thread per output element, the output channel's
 filter staged in shared memory by each block of one (n, oc) plane; built with the fast path."""
 
 import torch
