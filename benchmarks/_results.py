@@ -52,7 +52,7 @@ def env_info() -> dict:
     if smi:
         info.update(gpu=smi["name"], driver=smi["driver_version"], gpu_memory=smi["memory.total"])
     info.setdefault("gpu", None)
-    info["device"] = info["gpu"] or f"cpu ({platform.processor() or platform.machine()})"
+    info["device"] = info["gpu"] or f"cpu ({platform.machine()})"  # (platform.processor() runs uname)
     info["cuda_driver_api"] = cuda_driver_api()
     return info
 
