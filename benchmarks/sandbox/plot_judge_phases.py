@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from pathlib import Path
 
 GROUPS = ("compile", "trials", "input families", "timing", "after timing", "load + cleanup")
 
@@ -42,6 +43,10 @@ def medians(records: list[dict]) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) != 2 or not Path(argv[0]).is_file():
+        what = f"no file {argv[0]}" if len(argv) == 2 else "usage: plot_judge_phases PHASES.json OUT.png"
+        print(f"plot_judge_phases: {what}", file=sys.stderr)
+        return 2
     import matplotlib
 
     matplotlib.use("Agg")

@@ -226,6 +226,8 @@ def test_cli_compile_step_without_gpu(tmp_path, fp_cache, monkeypatch):
 def test_judge_phase_plot_groups_and_medians(tmp_path):
     from benchmarks.sandbox import plot_judge_phases as phases
 
+    assert phases.main([]) == 2 and phases.main([str(tmp_path / "none.json"), "x.png"]) == 2  # one line each
+
     assert [phases.group(p) for p in ("trial 2/5", "input family zeros", "timing the candidate")] == [
         "trials",
         "input families",
