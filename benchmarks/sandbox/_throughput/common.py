@@ -4,11 +4,12 @@ set-up of a measuring process, sample statistics, logging and part files."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 import time
 from pathlib import Path
+
+from benchmarks import _results
 
 from . import AREA
 from .problems import task_names
@@ -79,8 +80,6 @@ def init_torch():
 
 
 def write_json(path: str | None, data: dict) -> None:
+    """A step's part file (atomic), when the step has one; the final results go through ``write_results``."""
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(path).with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1, default=str))
-        os.replace(tmp, path)
+        _results.write_json(path, data, indent=1)
