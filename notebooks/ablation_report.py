@@ -5,17 +5,15 @@
 # mean and spread over seeds per ablation, and the training curves (reward, faster-than-compile rate, entropy,
 # explained variance, clip fraction, response length) with the ablations overlaid.
 #
-# Percent-format notebook; as a script: `python notebooks/ablation_report.py MULTIRUN_DIR [STAGE] [OUT_DIR]`.
+# Percent-format notebook; as a script: `python -m notebooks.ablation_report MULTIRUN_DIR [STAGE] [OUT_DIR]`.
 
 # %%
 import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
-sys.path.insert(0, str(ROOT))
-from research.evaluation import ablation_table, collect, curves, format_ablations  # noqa: E402
-from research.evaluation.figures import plot_ablations, plot_curves  # noqa: E402
+from research.evaluation import ablation_table, collect, curves, format_ablations
+from research.evaluation.figures import plot_ablations, plot_curves
 
 args = [a for a in sys.argv[1:] if not a.startswith("-")] if "__file__" in globals() else []
 if not args:

@@ -6,7 +6,7 @@
 # speedup distributions and a per-problem table. Saved figures go next to the results.
 #
 # This is a percent-format notebook: open it in Jupyter (jupytext) or VS Code, or run it as a script:
-# `python notebooks/evaluation_report.py [RUN]`: a run directory (holding results.jsonl) or a results file
+# `python -m notebooks.evaluation_report [RUN]`: a run directory (holding results.jsonl) or a results file
 # (`kernels_env batch --out runs/x.jsonl`: `runs/x.jsonl`); default: the newest run under `outputs/evaluate/`.
 # The problem set comes from the summary the run wrote beside its results (problems without a solution count
 # as failed); without one, only the problems that have results are counted (and the report says so).
@@ -20,19 +20,19 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import MaxNLocator
 
-ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
-sys.path.insert(0, str(ROOT))
-from kernels_env.rules.summary import (  # noqa: E402
+from kernels_env.rules.summary import (
     fast_p_curve,
     format_summary,
     problem_set,
     read_batch_summary,
     summarize,
 )
+
+ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
 
 
 def fail(message: str) -> None:

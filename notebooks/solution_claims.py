@@ -5,7 +5,7 @@
 # wrong answer, a rejected policy check, slower than claimed, no comparable timing), and the claimed against
 # the measured speedups.
 #
-# Percent-format notebook; as a script: `python notebooks/solution_claims.py RUN_DIR [MIN_RATIO] [OUT_DIR]`.
+# Percent-format notebook; as a script: `python -m notebooks.solution_claims RUN_DIR [MIN_RATIO] [OUT_DIR]`.
 
 # %%
 import json
@@ -13,10 +13,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
-sys.path.insert(0, str(ROOT))
-from research.evaluation import ClaimRule, claims_table, format_claims, load_results  # noqa: E402
-from research.evaluation.figures import plot_claims  # noqa: E402
+from research.evaluation import ClaimRule, claims_table, format_claims, load_results
+from research.evaluation.figures import plot_claims
 
 args = [a for a in sys.argv[1:] if not a.startswith("-")] if "__file__" in globals() else []
 if not args:

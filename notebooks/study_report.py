@@ -6,16 +6,14 @@
 # the paired difference full - sft per seed and pooled, the training curves (reward_mean, pass_rate) of every
 # stage with one line per run, and `study_report.md` holding the same numbers (docs/study_protocol.md).
 #
-# Percent-format notebook; as a script: `python notebooks/study_report.py STUDY_DIR [OUT_DIR] [A] [B]`
+# Percent-format notebook; as a script: `python -m notebooks.study_report STUDY_DIR [OUT_DIR] [A] [B]`
 # (default OUT_DIR: STUDY_DIR/report; A, B: the kinds compared, default full and sft).
 
 # %%
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
-sys.path.insert(0, str(ROOT))
-from research.evaluation.study_figures import ResultsError, StudyReportError, study_report  # noqa: E402
+from research.evaluation.study_figures import ResultsError, StudyReportError, study_report
 
 args = [a for a in sys.argv[1:] if not a.startswith("-")] if "__file__" in globals() else []
 if not args:

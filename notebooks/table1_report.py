@@ -7,7 +7,7 @@
 # measured under. Shares are over the run's whole problem set: a task without a solution counts as failed
 # (docs/sandbox.md "How a run is scored"), so the pass rates are those the run itself printed.
 #
-# Percent-format notebook; as a script: `python notebooks/table1_report.py RUN [AUDIT.json] [OUT_DIR]`
+# Percent-format notebook; as a script: `python -m notebooks.table1_report RUN [AUDIT.json] [OUT_DIR]`
 # (RUN: a run directory or its results file, e.g. `kernels_env batch --out runs/x.jsonl`'s `runs/x.jsonl`).
 # AUDIT.json `-`: none.
 
@@ -16,16 +16,14 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
-sys.path.insert(0, str(ROOT))
-from research.evaluation import (  # noqa: E402
+from research.evaluation import (
     format_table1_report,
     load_results,
     read_audit,
     run_tasks,
     table1_report,
 )
-from research.evaluation.figures import plot_table1  # noqa: E402
+from research.evaluation.figures import plot_table1
 
 args = [a for a in sys.argv[1:] if a == "-" or not a.startswith("-")] if "__file__" in globals() else []
 if not args:

@@ -5,7 +5,7 @@
 # flag and tolerance (1e-4 is the `kernelbench` protocol's fp32 tolerance, 1e-2 `cuda_agent`'s). The report
 # it writes (`audit.json`) is what Table 1's audited subset reads.
 #
-# Percent-format notebook; as a script: `python notebooks/task_audit.py PROBLEMS_DIR [OUT_DIR] [--device D]`
+# Percent-format notebook; as a script: `python -m notebooks.task_audit PROBLEMS_DIR [OUT_DIR] [--device D]`
 # (an existing `OUT_DIR/audit.json` is reused; delete it to audit again).
 
 # %%
@@ -15,9 +15,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from research.evaluation.figures import plot_audit
+
 ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent
-sys.path.insert(0, str(ROOT))
-from research.evaluation.figures import plot_audit  # noqa: E402
 
 argv = sys.argv[1:] if "__file__" in globals() else []
 args = [a for a in argv if not a.startswith("-")]

@@ -19,5 +19,5 @@ step() {  # step NAME SECONDS CMD...: one step never hides or blocks the others
 }
 
 step gpu-tests 240 "$PY" -m pytest -q -m gpu tests/agent -p no:cacheprovider
-step benchmark 540 "$PY" benchmarks/agent_loop.py --out "$OUT/agent_loop_results.json" \
+step benchmark 540 "$PY" -m benchmarks.rl.agent_loop --out "$OUT/agent_loop_results.json" \
   --episodes "${AGENT_EPISODES:-32}" --turns "${AGENT_TURNS:-8}"

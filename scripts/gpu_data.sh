@@ -27,7 +27,7 @@ STATUS=()
 
 step versions 20 bash -c "$PY -c 'import sys, torch; print(sys.version); print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"available\", torch.cuda.is_available()); print(torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\")'; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true; $PY -c 'import kernels_env.client' 2>&1 | tail -1 || true"
 step gpu-tests 50 "$PY" -m pytest -q -m gpu tests/data/test_gpu.py -p no:cacheprovider
-step gpu-benchmark 165 "$PY" benchmarks/synthesis.py gpu --num-tasks "${DATA_GPU_TASKS:-220}" --workers "$WORKERS" \
+step gpu-benchmark 165 "$PY" -m benchmarks.data.synthesis gpu --num-tasks "${DATA_GPU_TASKS:-220}" --workers "$WORKERS" \
   --out-dir "$WORK/synth" --total-budget-s 150 --results "$RESULTS"
 
 rm -rf "$WORK"

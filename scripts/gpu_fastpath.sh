@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# GPU run of the fast CUDA path (issue 3, item 1): its gpu tests, then benchmarks/sandbox_throughput.py.
+# GPU run of the fast CUDA path (issue 3, item 1): its gpu tests, then benchmarks/sandbox/sandbox_throughput.py.
 #
 #   OUT=/path/to/outdir bash scripts/gpu_fastpath.sh        # from the repository root, on the GPU machine
 #
 # Budget: 6 minutes wall in total; every step has its own timeout, so one hang cannot eat the others.
 # Writes exactly two files: $OUT/fastpath.log (everything) and $OUT/fastpath_results.json (copy it to
-# docs/results/data/ as is; `python benchmarks/sandbox_throughput.py report --from FILE --markdown T.md`
+# docs/results/data/ as is; `python -m benchmarks.sandbox.sandbox_throughput report --from FILE --markdown T.md`
 # re-renders the table). load_inline is measured on a stated subset of 8 tasks, all 8 built at once (one
 # wave of ~50 s); the fast path is measured on all tasks, alone and at the same concurrency.
 set -uo pipefail
@@ -49,14 +49,14 @@ TASK_ARGS=(); [ -n "$TASKS" ] && TASK_ARGS=(--tasks "$TASKS")
 STEPS=",${FASTPATH_STEPS:-gpu-tests,compile,spread,e2e},"
 want() { [[ "$STEPS" == *",$1,"* ]]; }
 want gpu-tests && step gpu-tests 75 "$PY" -m pytest -q -m gpu tests/fastpath -p no:cacheprovider
-want compile && step compile 130 "$PY" benchmarks/sandbox_throughput.py compile --out "$PARTS/compile.json" "${TASK_ARGS[@]}" \
+want compile && step compile 130 "$PY" -m benchmarks.sandbox.sandbox_throughput compile --out "$PARTS/compile.json" "${TASK_ARGS[@]}" \
   --concurrency 8 --load-inline-tasks "$LI_TASKS" --deadline-s 60 --build-timeout-s 110
-want spread && step spread 40 "$PY" benchmarks/sandbox_throughput.py spread --out "$PARTS/spread.json" "${TASK_ARGS[@]}" \
+want spread && step spread 40 "$PY" -m benchmarks.sandbox.sandbox_throughput spread --out "$PARTS/spread.json" "${TASK_ARGS[@]}" \
   --iters 100
 E2E_DEADLINE=${FASTPATH_E2E_DEADLINE:-55}  # warm-ups (one baseline per task) count against it too
-want e2e && step e2e $((E2E_DEADLINE + 20)) "$PY" benchmarks/sandbox_throughput.py e2e --out "$PARTS/e2e.json" --deadline-s "$E2E_DEADLINE" \
+want e2e && step e2e $((E2E_DEADLINE + 20)) "$PY" -m benchmarks.sandbox.sandbox_throughput e2e --out "$PARTS/e2e.json" --deadline-s "$E2E_DEADLINE" \
   --only "$E2E_TASKS" --baselines eager --concurrency "${FASTPATH_E2E_CONCURRENCY:-1}"
-step report 25 "$PY" benchmarks/sandbox_throughput.py report --parts "$PARTS" \
+step report 25 "$PY" -m benchmarks.sandbox.sandbox_throughput report --parts "$PARTS" \
   --out "$OUT/fastpath_results.json" --markdown "$PARTS/table.md"
 
 echo

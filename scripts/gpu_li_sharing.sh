@@ -5,7 +5,7 @@
 # Each throughput run: 70 cold candidates (fresh cache, cold builds, cold eager + compile baselines), cut by
 # --budget-s (LI_BUDGET_S, default 140 s after the sandbox is up) under an outer limit of budget + 40 s; the
 # report covers the verdicts that landed (steady_state: first verdict to last). Writes under $OUT:
-#   li_n<N>.json (benchmarks/load_inline_throughput.py), li_n<N>_log.txt (one line per verdict),
+#   li_n<N>.json (benchmarks/sandbox/load_inline_throughput.py), li_n<N>_log.txt (one line per verdict),
 #   gpu_test.txt (tests/sandbox/test_exclusive_timing.py -m gpu: timings under the lock vs alone), log.txt.
 # LI_NS="2 3 1" sets the order (N = 1 last: the 2026-12-02 run measured it, 824/hour steady state).
 set -uo pipefail
@@ -25,7 +25,7 @@ python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], '
 nproc; date -u +%FT%TZ
 budget=${LI_BUDGET_S:-140}
 for n in ${LI_NS:-2 3 1}; do
-  step "li_n$n" $((budget + 40)) python3 benchmarks/load_inline_throughput.py --device cuda \
+  step "li_n$n" $((budget + 40)) python3 -m benchmarks.sandbox.load_inline_throughput --device cuda \
     --compile-workers "${LI_WORKERS:-14}" --run-workers-per-gpu "$n" --budget-s "$budget" \
     --out "$OUT/li_n$n.json" 2> >(tee "$OUT/li_n${n}_log.txt" >&2)
 done

@@ -3,7 +3,7 @@
 # fastest documented form (alone and concurrently). From the repository root:
 #   OUT=/tmp/out bash scripts/gpu_li_throughput.sh
 # Steps have their own limits (LI_LIMIT_S, PEER_LIMIT_S); every step writes its JSON as it ends, under $OUT:
-#   li.json (benchmarks/load_inline_throughput.py: 70 cold candidates, cold eager+compile baselines),
+#   li.json (benchmarks/sandbox/load_inline_throughput.py: 70 cold candidates, cold eager+compile baselines),
 #   li_log.txt (one line per verdict), peer.json (sandbox_throughput compile: fast path vs load_inline, plain
 #   and fastest form), log.txt (everything).
 set -uo pipefail
@@ -21,9 +21,9 @@ step() {  # step NAME SECONDS CMD...: a timeout per step; never abort the script
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
 nproc; date -u +%FT%TZ
-step li "${LI_LIMIT_S:-330}" python3 benchmarks/load_inline_throughput.py --device cuda \
+step li "${LI_LIMIT_S:-330}" python3 -m benchmarks.sandbox.load_inline_throughput --device cuda \
   --compile-workers "${LI_WORKERS:-14}" --out "$OUT/li.json" 2> >(tee "$OUT/li_log.txt" >&2)
-step peer "${PEER_LIMIT_S:-240}" python3 benchmarks/sandbox_throughput.py compile --out "$OUT/peer.json" \
+step peer "${PEER_LIMIT_S:-240}" python3 -m benchmarks.sandbox.sandbox_throughput compile --out "$OUT/peer.json" \
   --tasks "${PEER_TASKS:-01_relu,05_softmax}" --load-inline-tasks "${PEER_TASKS:-01_relu,05_softmax}" \
   --concurrency 2 --deadline-s 200 --build-timeout-s 200
 date -u +%FT%TZ

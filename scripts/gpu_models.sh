@@ -8,7 +8,7 @@
 # full (<= 5 min; limits 75 + 45 + 170 + 10 s): the gpu-marked tests, the training-step benchmark, and the
 #   decode benchmark of the default DecodeConfig at batch 64/16/1 against transformers.
 # decode_sweep (<= 3.5 min; limit 200 s): the decode benchmark at batch 64 and 1 for every configuration of
-#   benchmarks/decode_throughput.py CONFIGS (default and one-knob ablations), kernels per step, a kernel-time
+#   benchmarks/models/decode_throughput.py CONFIGS (default and one-knob ablations), kernels per step, a kernel-time
 #   profile of the default at batch 64, and transformers once per batch.
 # Every step has its own timeout, so one hang cannot eat the others. Writes exactly two files: $OUT/models.log
 # (everything) and $OUT/models_results.json (copy it to docs/results/data/ as is). PYTHON overrides python3
@@ -54,14 +54,14 @@ flax.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda, 'trans
   # either (correctness tests: compile time matters, kernel choice does not).
   step gpu-tests 75 env XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_FLAGS="--xla_gpu_autotune_level=0" \
     "$PY" -m pytest -q -m gpu tests/models -p no:cacheprovider
-  step train 45 "$PY" benchmarks/train_step.py "${TINY[@]}" --json "$PARTS/train.json" --budget-s 35
-  step decode 170 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --json "$PARTS/decode.json" --budget-s 160
+  step train 45 "$PY" -m benchmarks.models.train_step "${TINY[@]}" --json "$PARTS/train.json" --budget-s 35
+  step decode 170 "$PY" -m benchmarks.models.decode_throughput "${TINY[@]}" --json "$PARTS/decode.json" --budget-s 160
 else
   if [ -n "${MODELS_SWEEP_TESTS:-}" ]; then  # the gpu tests too, before the sweep (another ~75 s)
     step gpu-tests 75 env XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_FLAGS="--xla_gpu_autotune_level=0" \
       "$PY" -m pytest -q -m gpu tests/models -p no:cacheprovider
   fi
-  step decode-sweep 200 "$PY" benchmarks/decode_throughput.py "${TINY[@]}" --sweep --json "$PARTS/decode.json" \
+  step decode-sweep 200 "$PY" -m benchmarks.models.decode_throughput "${TINY[@]}" --sweep --json "$PARTS/decode.json" \
     --budget-s 192
 fi
 

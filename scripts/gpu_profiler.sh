@@ -5,7 +5,7 @@
 #      them; -> $OUT/profiler_fixtures.tar.gz (`real/`: the lead unpacks it into tests/tools/fixtures/) when
 #      PROFILER_STEPS=capture or when tests/tools/fixtures/real/ is not checked in yet
 #   2. gpu tests of the tools, through the real sandbox client (bottleneck labels, sanitizer catches, Triton)
-#   3. benchmarks/tool_latency.py (time per profile / compile call through the client)
+#   3. benchmarks/sandbox/tool_latency.py (time per profile / compile call through the client)
 # PROFILER_STEPS=capture stops after step 1. Writes at most $OUT/profiler.log, $OUT/profiler_results.json and
 # $OUT/profiler_fixtures.tar.gz. Each step is bounded by `timeout` and independent of the others.
 set -uo pipefail
@@ -114,7 +114,7 @@ timeout "$(budget 160 60)" $PY -m pytest -q -p no:cacheprovider -m gpu tests/too
 RC[gpu_tests]=$?
 
 step "3. benchmark: tool latency (through the sandbox client)"
-timeout "$(budget 120 10)" $PY benchmarks/tool_latency.py --out "$WORK/latency.json" --repeats 1
+timeout "$(budget 120 10)" $PY -m benchmarks.sandbox.tool_latency --out "$WORK/latency.json" --repeats 1
 RC[benchmark]=$?
 
 step "results"

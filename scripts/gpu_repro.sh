@@ -46,9 +46,9 @@ step solutions 300 "$PY" -m experiments.solutions input="$OUT/example_set.jsonl"
   sandbox=gpu judge=cuda_agent progress=false \
   mapping.claimed_speedup_eager=eager mapping.claimed_speedup_compile=compile mapping.source=source \
   mapping.id=id mapping.problem_id=null
-step audit-notebook 120 "$PY" notebooks/task_audit.py "$OUT/example_kb" "$OUT/example_audit" --device=cuda
-step table1-notebook 60 "$PY" notebooks/table1_report.py "$OUT/example_set" "$OUT/example_audit/audit.json"
-step claims-notebook 60 "$PY" notebooks/solution_claims.py "$OUT/example_set"
+step audit-notebook 120 "$PY" -m notebooks.task_audit "$OUT/example_kb" "$OUT/example_audit" --device=cuda
+step table1-notebook 60 "$PY" -m notebooks.table1_report "$OUT/example_set" "$OUT/example_audit/audit.json"
+step claims-notebook 60 "$PY" -m notebooks.solution_claims "$OUT/example_set"
 step figures 60 "$PY" -m experiments.figures run_dir="$OUT/example_set"
 if [ -d "$KB/level1" ]; then
   step kernelbench-audit 300 sh -c "'$PY' -m kernels_env audit --problems '$KB' --json --device cuda \

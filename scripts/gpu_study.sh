@@ -70,4 +70,4 @@ done
 METRIC=faster_than_compile; [ "$DEV" = cpu ] && METRIC=pass; [ "${STUDY_SCALE:-full}" = pilot ] && METRIC=faster_than_eager
 step compare 300 "$PY" -m experiments.study study.mode=compare study.protocol="$P" study.metric="$METRIC" \
   "study.runs=[$D/results/full-s$SEED.dev.json,$D/results/sft-s$SEED.dev.json]" hydra.run.dir="$D/hydra/compare"
-step report 300 "$PY" notebooks/study_report.py "$D"
+step report 300 "$PY" -m notebooks.study_report "$D"

@@ -66,7 +66,7 @@ FAST_MODULES = (
     "tests/sandbox/test_idle_workers.py",  # the pools' hand-out loop with stand-in workers
 )
 E2E_MODULES = (
-    "tests/sandbox/test_soak.py",
+    "tests/stress/test_*.py",  # the soak and any other stress test
     "tests/agent/test_benchmark_smoke.py",
     "tests/*/test_*_bench.py",
     "tests/fastpath/test_benchmark.py",

@@ -44,7 +44,8 @@ def test_fast_p_curve_matches_the_summary():
 def test_evaluation_report_runs_on_a_results_file(tmp_path):
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RESULTS))
     out = subprocess.run(
-        [sys.executable, str(ROOT / "notebooks" / "evaluation_report.py"), str(tmp_path)],
+        [sys.executable, "-m", "notebooks.evaluation_report", str(tmp_path)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,

@@ -61,7 +61,7 @@ def test_tiers_are_assigned_by_fixture_and_module():
         "sandbox_logic": _item("tests/sandbox/test_summary.py"),
         "agent_fixture": _item("tests/agent/test_episode.py", ["sandbox"]),
         "plain": _item("tests/rl/test_losses.py", ["tmp_path"]),
-        "soak": _item("tests/sandbox/test_soak.py"),
+        "soak": _item("tests/stress/test_soak.py"),
         "bench": _item("tests/rl/test_metrics_bench.py"),
     }
     _tiers.assign(list(items.values()))

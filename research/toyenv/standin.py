@@ -1,5 +1,5 @@
 """A stand-in judge for developing the RL demo on CPU: verdicts from a cost model fitted to plan timings the
-real judge measured on a GPU (``benchmarks/toy_plan_speeds.py``), no sandbox. Never a result: every number
+real judge measured on a GPU (``benchmarks.toyenv.toy_plan_speeds``), no sandbox. Never a result: every number
 in ``docs/results/toy_rl_gpu.md`` comes from the sandbox on the GPU.
 
 The model, per task of the timing file (the demo's train and test tasks):
@@ -32,9 +32,9 @@ from .render import render_plan
 from .reward import INVALID_PLAN, Judgement, _same_ops
 from .tasks import ToyTask
 
-DEFAULT_TIMINGS = (
-    Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "toy_plan_speeds_2026-12-01_h200.json"
-)
+# A package asset (the H200 run of benchmarks.toyenv.toy_plan_speeds the model was fitted on), not a results
+# file: the library never reads the benchmarks' output at run time.
+DEFAULT_TIMINGS = Path(__file__).resolve().parent / "assets" / "toy_plan_speeds_2026-12-01_h200.json"
 
 
 class StandInJudge:

@@ -1,19 +1,14 @@
-"""benchmarks/agent_loop.py in its --smoke setting (CPU sandbox, tiny model): it runs end to end and records
+"""benchmarks.rl.agent_loop in its --smoke setting (CPU sandbox, tiny model): it runs end to end and records
 every section with sane values (the real numbers come from a GPU run)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_agent_loop_benchmark_smoke(tmp_path):
-    spec = importlib.util.spec_from_file_location("agent_loop_bench", ROOT / "benchmarks" / "agent_loop.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from benchmarks.rl import agent_loop as bench
+
     out = tmp_path / "agent_loop.json"
     record = bench.main(["--smoke", "--out", str(out)])
     assert json.loads(out.read_text()) == record and record["smoke"] and "date" in record["environment"]
@@ -27,11 +22,10 @@ def test_agent_loop_benchmark_smoke(tmp_path):
 
 
 def test_agent_tools_benchmark_smoke(tmp_path):
-    """benchmarks/agent_tools.py --smoke: every tool the CPU sandbox serves, called through the agent's tool
+    """benchmarks.rl.agent_tools --smoke: every tool the CPU sandbox serves, called through the agent's tool
     layer, twice; each call succeeds (the edit finds its line once), the first pass is reported as cold."""
-    spec = importlib.util.spec_from_file_location("agent_tools_bench", ROOT / "benchmarks" / "agent_tools.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from benchmarks.rl import agent_tools as bench
+
     out = tmp_path / "agent_tools.json"
     record = bench.main(["--smoke", "--out", str(out)])
     assert json.loads(out.read_text()) == record and "date" in record["environment"]

@@ -18,7 +18,7 @@ from .multirun_app import KEYS
 
 def _notebook(name, *args):
     out = subprocess.run(
-        [sys.executable, str(ROOT / "notebooks" / f"{name}.py"), *map(str, args)],
+        [sys.executable, "-m", f"notebooks.{name}", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,

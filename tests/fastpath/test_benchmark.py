@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from .support import REPO
+from benchmarks.sandbox import load_inline_variants
+from benchmarks.sandbox import sandbox_throughput as bench
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-import sandbox_throughput as bench  # noqa: E402
+from .support import REPO
 
 TASKS = bench.list_tasks()
 
@@ -44,7 +44,7 @@ def test_problem_set_is_kernelbench_shaped():
         ref = _load(bench.problem_path(task), f"t_{task}")
         assert callable(ref.get_inputs) and callable(ref.get_init_inputs)
         model = ref.Model(*ref.get_init_inputs())
-        new_src = (bench.SOLUTIONS / "fastpath" / f"{task}.py").read_text()
+        new_src = (bench.FASTPATH / f"{task}.py").read_text()
         new_init = ast.parse(new_src)
         (cls,) = [n for n in new_init.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
         init = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
@@ -58,30 +58,34 @@ def _without(sizes: dict, source: str) -> list[str]:
 
 
 def test_example_problems_are_read_at_the_benchmark_size():
-    from _throughput.problems import EXAMPLES, FROM_EXAMPLES
+    from benchmarks.sandbox._throughput.problems import EXAMPLES, FROM_EXAMPLES
+    from benchmarks.sandbox._throughput.problems import TASKS as OWN
 
     assert set(FROM_EXAMPLES) <= set(TASKS)
     for task, (example, sizes) in FROM_EXAMPLES.items():
-        assert not (REPO / "benchmarks" / "tasks" / f"{task}.py").exists(), "one copy: the example problem"
+        assert not (OWN / f"{task}.py").exists(), "one copy: the example problem"
         text, small = bench.problem_path(task).read_text(), (EXAMPLES / example).read_text()
         assert _without(sizes, text) == _without(sizes, small) and text != small
         ref = _load(bench.problem_path(task), f"sized_{task}")
         assert {name: getattr(ref, name) for name in sizes} == sizes
 
 
-def test_both_solution_sets_run_the_same_cuda_source():
+def test_both_solution_sets_run_the_same_cuda_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCHMARKS_CACHE_DIR", str(tmp_path / "cache"))
+    variants = load_inline_variants.variants_dir()  # generated into the (test's) cache on first use
+    assert variants.parent == tmp_path / "cache" and load_inline_variants.variants_dir() == variants
     for task in TASKS:
-        fp = bench.SOLUTIONS / "fastpath" / f"{task}.py"
-        li = bench.SOLUTIONS / "load_inline" / f"{task}.py"
-        assert _cuda_src(fp) == _cuda_src(li), task
+        fp = bench.FASTPATH / f"{task}.py"
+        li = bench.solution_path("load_inline", task)
+        fast = bench.solution_path("load_inline_fast", task)
+        assert li == variants / "load_inline" / f"{task}.py"
+        assert _cuda_src(fp) == _cuda_src(li) == _cuda_src(fast), task
         assert "load_inline(" in li.read_text() and " cuda_library(" not in li.read_text()
-    out = subprocess.run(
-        [sys.executable, str(bench.SOLUTIONS / "generate_load_inline.py"), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
+        assert "use_pch=True" in fast.read_text()
+    again = load_inline_variants.variants_dir(tmp_path / "again")  # deterministic: the same files again
+    assert {p.relative_to(again): p.read_text() for p in again.rglob("*.py")} == {
+        p.relative_to(variants): p.read_text() for p in variants.rglob("*.py")
+    }
 
 
 @pytest.mark.slow  # ~12 nvcc builds: run with -m slow (make test-all) before spending GPU time
@@ -91,7 +95,7 @@ def test_every_fastpath_solution_builds(fp_cache, build_only):
     def build(task):
         if "matmul" in task and find_cuda_library("cublas") is None:
             return task, None  # this machine has no cuBLAS headers; the GPU run builds it
-        module = _load(bench.SOLUTIONS / "fastpath" / f"{task}.py", f"fp_{task}")
+        module = _load(bench.FASTPATH / f"{task}.py", f"fp_{task}")
         return task, module._lib
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -126,7 +130,7 @@ def test_candidates_are_unique_sources(tmp_path):
     a = bench.make_candidate(TASKS[0], "n1", tmp_path / "a")
     b = bench.make_candidate(TASKS[0], "n2", tmp_path / "b")
     assert _cuda_src(a) != _cuda_src(b) and "// candidate n1" in _cuda_src(a)
-    assert _cuda_src(a).replace("\n// candidate n1", "") == _cuda_src(bench.SOLUTIONS / "fastpath" / a.name)
+    assert _cuda_src(a).replace("\n// candidate n1", "") == _cuda_src(bench.FASTPATH / a.name)
 
 
 def test_report_from_parts(tmp_path):
@@ -188,12 +192,14 @@ def test_report_from_parts(tmp_path):
     assert (tmp_path / "compile.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_cli_compile_step_without_gpu(tmp_path, fp_cache):
+def test_cli_compile_step_without_gpu(tmp_path, fp_cache, monkeypatch):
+    monkeypatch.setenv("BENCHMARKS_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "compile.json"
     proc = subprocess.run(
         [
             sys.executable,
-            str(REPO / "benchmarks" / "sandbox_throughput.py"),
+            "-m",
+            "benchmarks.sandbox.sandbox_throughput",
             "compile",
             "--tasks",
             "01_relu",
@@ -218,7 +224,9 @@ def test_cli_compile_step_without_gpu(tmp_path, fp_cache):
 
 
 def test_judge_phase_plot_groups_and_medians(tmp_path):
-    import plot_judge_phases as phases
+    from benchmarks.sandbox import plot_judge_phases as phases
+
+    assert phases.main([]) == 2 and phases.main([str(tmp_path / "none.json"), "x.png"]) == 2  # one line each
 
     assert [phases.group(p) for p in ("trial 2/5", "input family zeros", "timing the candidate")] == [
         "trials",

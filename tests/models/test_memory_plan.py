@@ -148,7 +148,7 @@ PUBLISHED = {"qwen2_5_1_5b": 1.54e9, "qwen2_5_3b": 3.09e9, "qwen2_5_7b": 7.62e9}
 
 @pytest.mark.parametrize("preset", sorted(PUBLISHED))
 def test_size_presets_fit_one_h200(preset):
-    from benchmarks.memory_plan import DEVICE_GIB, compose_preset, plan_for
+    from benchmarks.models.memory_plan import DEVICE_GIB, compose_preset, plan_for
 
     cfg, plan = plan_for(compose_preset(preset))
     assert abs(plan.params_count - PUBLISHED[preset]) / PUBLISHED[preset] < 0.01
@@ -159,7 +159,7 @@ def test_size_presets_fit_one_h200(preset):
 
 
 def test_cli_prints_the_table_and_refuses_an_unknown_preset(capsys):
-    from benchmarks.memory_plan import main
+    from benchmarks.models.memory_plan import main
 
     assert main(["--preset", "qwen2_5_1_5b"]) == 0
     out = capsys.readouterr().out

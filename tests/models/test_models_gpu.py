@@ -36,7 +36,7 @@ CFG = models.tiny_config(
 
 # |sampler log-prob - recomputing forward| in bf16 for this model: at most 0.0115 over 8,192 generated tokens
 # (4 initialisations x 4 decode configurations x greedy and T=0.8) on an H200, 2026-12-01
-# (benchmarks/logprob_numerics.py, docs/results/logprob_numerics.md); the tolerance is about 2x that.
+# (benchmarks/models/logprob_numerics.py, docs/results/logprob_numerics.md); the tolerance is about 2x that.
 LOGPROB_ATOL = 0.025
 
 

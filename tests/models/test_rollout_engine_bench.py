@@ -1,21 +1,14 @@
-"""benchmarks/rollout_engine.py --smoke (CPU, tiny random model): every mode runs the same agentic workload
-end to end and records sane numbers (the real ones come from a GPU run)."""
+"""benchmarks.models.rollout_engine --smoke (CPU, tiny random model): every mode runs the same agentic
+workload end to end and records sane numbers (the real ones come from a GPU run)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_rollout_engine_benchmark_smoke(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "rollout_engine_bench", ROOT / "benchmarks" / "rollout_engine.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from benchmarks.models import rollout_engine as bench
+
     out = tmp_path / "rollout_engine.json"
     record = bench.main(["--smoke", "--out", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(record, default=str))

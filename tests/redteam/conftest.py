@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 
 import pytest
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
 
 
 @pytest.fixture(scope="session")

@@ -5,11 +5,10 @@ import json
 import sys
 from pathlib import Path
 
+from agent_fixtures import agent_config
+
 from kernels_env.client import SandboxClient
 from research.rl.pipeline import run_pipeline
-
-sys.path.insert(0, str(Path(__file__).parent))
-from agent_fixtures import agent_config  # noqa: E402
 
 spec = json.loads(sys.argv[1])
 cfg = agent_config(Path(spec["out"]), Path(spec["ckpt"]), Path(spec["problems"]), None, stages=["ppo"])

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 _SHARDED: dict = {}
 # test module -> the 8-device script whose JSON report it reads
 SCRIPTS = {"test_sharded.py": "sharded_check.py", "test_pipeline_mesh.py": "pipeline_mesh_check.py"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -19,16 +18,15 @@ os.environ["XLA_FLAGS"] = (
     " --xla_backend_optimization_level=0"
 )
 os.environ["JAX_PLATFORMS"] = "cpu"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from flax import nnx  # noqa: E402
-from pipeline_fixtures import RuleJudge, tiny_pipeline  # noqa: E402
+import jax
+import numpy as np
+from flax import nnx
+from pipeline_fixtures import RuleJudge, tiny_pipeline
 
-import models  # noqa: E402
-from research.rl import MeshConfig, read_metrics  # noqa: E402
-from research.rl.pipeline import RFTFilterConfig, run_pipeline, stages  # noqa: E402
+import models
+from research.rl import MeshConfig, read_metrics
+from research.rl.pipeline import RFTFilterConfig, run_pipeline, stages
 
 SEEN: list[dict] = []
 

@@ -24,7 +24,6 @@ os.environ["XLA_FLAGS"] = (
     + " --xla_backend_optimization_level=0"
 )
 os.environ["JAX_PLATFORMS"] = "cpu"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

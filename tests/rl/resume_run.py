@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rl_fixtures import tiny_models, tiny_source
 
-from rl_fixtures import tiny_models, tiny_source  # noqa: E402
-
-from research import rl  # noqa: E402
+from research import rl
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -17,14 +16,13 @@ os.environ["XLA_FLAGS"] = (
     " --xla_backend_optimization_level=0"
 )
 os.environ["JAX_PLATFORMS"] = "cpu"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from rl_fixtures import tiny_models, tiny_source  # noqa: E402
+import jax
+import numpy as np
+from rl_fixtures import tiny_models, tiny_source
 
-import models  # noqa: E402
-from research import rl  # noqa: E402
+import models
+from research import rl
 
 
 def max_diff(a, b) -> float:

@@ -15,14 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from agent_fixtures import agent_config, make_tiny_hf, solve_script, write_problems
 
 from kernels_env.client import SandboxClient
 from research.agent import AgentConfig, PolicyConfig, RunConfig, ScriptedPolicy, TasksConfig, run_agent
 from research.rl.pipeline import run_pipeline
 from research.rollout import read_trajectories
-
-sys.path.insert(0, str(Path(__file__).parent))
-from agent_fixtures import agent_config, make_tiny_hf, solve_script, write_problems  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -16,14 +16,13 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from pipeline_fixtures import SMALL_TASKS, TINY_ARCH, RuleJudge
 
 import models
 from research import rl
@@ -31,9 +30,6 @@ from research.rl import pipeline as pl
 from research.rl._batch import PackConfig, pack_trajectories
 from research.rl.pipeline import demo
 from research.rollout import stable_seed
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pipeline_fixtures import SMALL_TASKS, TINY_ARCH, RuleJudge  # noqa: E402
 
 RO = pl.RolloutConfig(turns=1, episodes=8, group_size=2, max_context=96, seed=5)
 

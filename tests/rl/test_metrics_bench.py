@@ -33,7 +33,7 @@ def test_ppo_update_benchmark_smoke(tmp_path):
     out = tmp_path / "ppo.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XLA_FLAGS": "--xla_backend_optimization_level=0"}
     proc = subprocess.run(
-        [sys.executable, "benchmarks/ppo_update.py", "--smoke", "--steps", "1", "--json", str(out)],
+        [sys.executable, "-m", "benchmarks.models.ppo_update", "--smoke", "--steps", "1", "--json", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,

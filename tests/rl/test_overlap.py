@@ -6,10 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import sys
 import threading
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import jax
@@ -17,14 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from pipeline_fixtures import TINY_ARCH, RuleJudge, tiny_pipeline
 
 import models
 from research.rl import MeshError
 from research.rl import pipeline as pl
 from research.rl.pipeline.overlap import OverlapConfig, OverlappedSource
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pipeline_fixtures import TINY_ARCH, RuleJudge, tiny_pipeline  # noqa: E402
 
 
 # --- the source's schedule, with a stand-in learner -----------------------------------------------------

@@ -1,4 +1,4 @@
-"""benchmarks/rl_step.py in its --smoke setting (CPU sandbox, tiny model): it runs both schedules end to end
+"""benchmarks.rl.rl_step in its --smoke setting (CPU sandbox, tiny model): it runs both schedules end to end
 and its JSON is complete and self-consistent (the real numbers come from a GPU run)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def test_rl_step_benchmark_smoke(tmp_path):
     out = tmp_path / "rl_step.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XLA_FLAGS": "--xla_backend_optimization_level=0"}
     proc = subprocess.run(
-        [sys.executable, "benchmarks/rl_step.py", "--smoke", "--out", str(out)],
+        [sys.executable, "-m", "benchmarks.rl.rl_step", "--smoke", "--out", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -17,15 +17,13 @@ import jax
 import numpy as np
 import pytest
 from flax import nnx
+from pipeline_fixtures import SMALL_TASKS, TINY_ARCH, RuleJudge, ScriptedSampler, tiny_pipeline
 
 import models
 from research import rl
 from research.rl import pipeline as pl
 from research.rollout import Sampling, Trajectory
 from research.toyenv import VOCAB, make_tasks
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pipeline_fixtures import SMALL_TASKS, TINY_ARCH, RuleJudge, ScriptedSampler, tiny_pipeline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 REWARD = rl.RewardConfig()
@@ -157,7 +155,7 @@ def test_multi_turn_rollout_masks_observations_and_ends_on_the_last_plan(toy_tas
     recs = env.rollout(sampler, cfg, 0, tasks=[task, task, task], groups=["a", "b", "c"])
     r0, r1, r2 = recs
     assert all(isinstance(r, Trajectory) for r in recs) and [r.group for r in recs] == ["a", "b", "c"]
-    obs = lambda st, e, c: tok.encode(["<obs>", f"st_{st}", e, c, "<sep>"])  # noqa: E731
+    obs = lambda st, e, c: tok.encode(["<obs>", f"st_{st}", e, c, "<sep>"])
     assert r0.prompt_ids == tok.encode_prompt(task) and r0.task_id == task.id and r0.split == task.split
     o_unfused = obs("correct", "e_lt0.95", "c_lt0.95")
     o_fused = obs("correct", "e_lt1.5", "c_lt1.5")

@@ -19,8 +19,6 @@ import torch.utils.cpp_extension as ce
 
 from kernels_env.judge import build, fast_build, full_header_names, lean_headers, pch
 
-ROOT = Path(__file__).resolve().parents[2]
-SOLUTIONS = ROOT / "benchmarks" / "load_inline_set" / "solutions"
 NAMES = full_header_names.FullHeaderNames(
     macros=frozenset({"TORCH_VERSION_MAJOR", "PYBIND11_VERSION_MAJOR", "va_start"}),
     names=frozenset({"nn", "optim", "kMean", "parallel_for", "Linear", "N"}),
@@ -40,10 +38,18 @@ torch::Tensor twice(torch::Tensor x) {
 """
 
 
-def solution_cuda(stem: str) -> dict:
-    from benchmarks.build_phases import load_inline_args
+@functools.cache
+def solution_sources() -> dict[str, str]:
+    """The load_inline set's solutions, stem -> source (generated in memory: nothing written)."""
+    from benchmarks.sandbox.load_inline_set import files
 
-    return load_inline_args(SOLUTIONS / f"{stem}.py")
+    return {Path(rel).stem: text for rel, text in files().items() if rel.startswith("solutions/")}
+
+
+def solution_cuda(stem: str) -> dict:
+    from benchmarks.sandbox.build_phases import load_inline_args
+
+    return load_inline_args(solution_sources()[stem])
 
 
 # The rewrite and the decision, no compiler --------------------------------------------------------------
@@ -114,9 +120,9 @@ def test_this_toolchains_full_header_names(toolchain_names):
     assert {"TORCH_CHECK", "AT_DISPATCH_FLOATING_TYPES", "__CUDACC__"}.isdisjoint(toolchain_names.macros)
     assert {"nn", "optim", "kMean", "save", "Sequential", "set_num_threads"} <= toolchain_names.names
     assert {"Tensor", "empty_like", "data_ptr", "TensorOptions"}.isdisjoint(toolchain_names.names)
-    for solution in sorted(SOLUTIONS.glob("*.py")):
-        text = solution_cuda(solution.stem)["cuda_sources"]
-        assert lean_headers.why_as_written(text, toolchain_names) is None, solution.name
+    for stem in sorted(solution_sources()):
+        text = solution_cuda(stem)["cuda_sources"]
+        assert lean_headers.why_as_written(text, toolchain_names) is None, stem
 
 
 # Through the sandbox's wrapper, torch's load_inline faked -----------------------------------------------

@@ -1,10 +1,11 @@
-"""The load_inline throughput set (benchmarks/load_inline_set), content-addressed load_inline builds, and the
-throughput benchmark's CPU smoke mode."""
+"""The load_inline throughput set (benchmarks.sandbox.load_inline_set), content-addressed load_inline
+builds, and the throughput benchmark's CPU smoke mode."""
 
 from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import time
@@ -13,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension as ce
 
+from benchmarks.sandbox import load_inline_set
+from benchmarks.sandbox._cpu_sampler import CpuSampler
+from benchmarks.sandbox.load_inline_throughput import host_cpu, occupancy, parse, steady_state, sustained
 from kernels_env.judge import build
-
-ROOT = Path(__file__).resolve().parents[2]
-SET = ROOT / "benchmarks" / "load_inline_set"
 
 PYBIND_ONLY = """
 #include <pybind11/pybind11.h>
@@ -31,10 +32,11 @@ def forward_arity(tree: ast.Module, cls: str) -> int:
     return len(forward.args.args) - 1
 
 
-def test_generated_set_is_current_and_kernelbench_shaped():
-    cmd = [sys.executable, str(SET / "generate.py"), "--check"]
-    check = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert check.returncode == 0, check.stdout + check.stderr
+def test_generated_set_is_deterministic_and_kernelbench_shaped(tmp_path):
+    SET = load_inline_set.set_dir(tmp_path / "a")
+    again = load_inline_set.set_dir(tmp_path / "b")
+    texts = {p.relative_to(SET): p.read_text() for p in SET.rglob("*.py")}
+    assert texts == {p.relative_to(again): p.read_text() for p in again.rglob("*.py")}  # same every time
     solutions = sorted((SET / "solutions").glob("*.py"))
     assert len(solutions) >= 30
     cuda_sources = set()
@@ -80,9 +82,9 @@ def test_identical_extensions_share_one_build(tmp_path, monkeypatch):
 @pytest.mark.toolchain  # two load_inline builds: minutes on 2 cores
 def test_throughput_smoke_mode(tmp_path):
     out = tmp_path / "smoke.json"
-    script = ROOT / "benchmarks" / "load_inline_throughput.py"
-    cmd = [sys.executable, str(script), "--smoke", "--out", str(out)]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=3000)
+    cmd = [sys.executable, "-m", "benchmarks.sandbox.load_inline_throughput", "--smoke", "--out", str(out)]
+    env = {**os.environ, "BENCHMARKS_CACHE_DIR": str(tmp_path / "cache")}  # the set is generated there
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=3000, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["candidates"] == 2 and result["statuses"] == {"not_run": 2}
@@ -99,9 +101,9 @@ def test_throughput_smoke_mode(tmp_path):
 def test_throughput_budget_writes_a_truncated_report(tmp_path):
     """A run cut by --budget-s (or SIGTERM) still writes the report of the verdicts that landed."""
     out = tmp_path / "cut.json"
-    script = ROOT / "benchmarks" / "load_inline_throughput.py"
-    cmd = [sys.executable, str(script), "--smoke", "--budget-s", "0.01", "--out", str(out)]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    cmd = [sys.executable, "-m", "benchmarks.sandbox.load_inline_throughput", "--smoke", "--budget-s", "0.01"]
+    env = {**os.environ, "BENCHMARKS_CACHE_DIR": str(tmp_path / "cache")}  # the set is generated there
+    run = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 3, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["truncated"] and result["stopped_by"] == "budget" and result["reuse"] is None
@@ -109,11 +111,6 @@ def test_throughput_budget_writes_a_truncated_report(tmp_path):
 
 
 def test_run_worker_occupancy_adds_runs_and_baselines():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from load_inline_throughput import occupancy
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
     results = [{"durations_s": {"run": 2.0}}, {"durations_s": {"run": None}}, {"durations_s": {"run": 1.0}}]
     occ = occupancy(results, wall=10.0, baseline_s=[3.0, 4.0], run_workers=1)
     assert occ["candidate_run_s"] == 3.0 and occ["baselines_s"] == 7.0 and occ["baselines_measured"] == 2
@@ -125,11 +122,6 @@ def test_run_worker_occupancy_adds_runs_and_baselines():
 
 
 def test_steady_state_rate_leaves_the_first_wave_out():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from load_inline_throughput import parse, steady_state
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
     rate = steady_state({"a": 70.0, "b": 74.0, "c": 78.0, "d": 106.0})
     assert rate["first_verdict_s"] == 70.0 and rate["verdicts_after_first"] == 3 and rate["per_hour"] == 300.0
     assert steady_state({"a": 5.0})["per_hour"] is None and steady_state({})["first_verdict_s"] is None
@@ -138,12 +130,6 @@ def test_steady_state_rate_leaves_the_first_wave_out():
 
 
 def test_cpu_sampler_sees_a_busy_core_and_host_cpu_divides_it_per_verdict():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from _cpu_sampler import CpuSampler
-        from load_inline_throughput import host_cpu
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
     if not Path("/proc/stat").exists():
         pytest.skip("no /proc/stat")
     with CpuSampler(interval_s=0.1) as cpu:
@@ -163,11 +149,6 @@ def test_cpu_sampler_sees_a_busy_core_and_host_cpu_divides_it_per_verdict():
 
 
 def test_sustained_rate_runs_from_the_first_wave_to_the_last_build_start():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from load_inline_throughput import sustained
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
     # two workers: verdicts at 10, 11 (first wave), 20, 30, 40; the last build starts at 31 (40 - 9 + 0)
     waves = ((10, 0), (11, 0), (20, 1), (30, 2), (40, 0))
     rows = [{"arrived_s": t, "total": 9.0, "queued": q} for t, q in waves]

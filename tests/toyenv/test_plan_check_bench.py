@@ -1,20 +1,14 @@
-"""benchmarks/toy_plan_check.py in CPU mode: the verdict's error text and the direct run's agreement are
+"""scripts/toy_plan_check.py in CPU mode: the verdict's error text and the direct run's agreement are
 reported per plan, for a right plan, a plan with its ops out of order (incorrect, and the direct run
 disagrees) and one that is not a plan for the task (toy0-4-00029, which the H200 judged oddly)."""
 
 import json
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_plan_check_reports_verdict_and_direct_run(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    sys.path.insert(0, str(ROOT))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # main sets it for --device cpu; undone after the test
-    import toy_plan_check
+    from scripts import toy_plan_check
 
     # gate > log_softmax > softplus > amax: fused it renders and is right in CPU mode; with softplus moved
     # before log_softmax it renders and is wrong; four relus are not a plan for it.
@@ -41,9 +35,8 @@ def test_plan_check_reports_verdict_and_direct_run(tmp_path, monkeypatch):
 def test_plan_check_bad_arguments_are_one_line_errors(tmp_path, monkeypatch):
     import pytest
 
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # main sets it for --device cpu; undone after the test
-    import toy_plan_check
+    from scripts import toy_plan_check
 
     out = str(tmp_path / "c.json")
     with pytest.raises(SystemExit, match="--size takes rows,cols .two integers., got '6x64'"):

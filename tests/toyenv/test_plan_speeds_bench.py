@@ -1,17 +1,10 @@
-"""benchmarks/toy_plan_speeds.py on CPU: the plan grid of every demo task renders (nothing judged)."""
+"""benchmarks.toyenv.toy_plan_speeds on CPU: the plan grid of every demo task renders (nothing judged)."""
 
 import json
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_plan_grid_renders_for_every_demo_task(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    sys.path.insert(0, str(ROOT))
-    import toy_plan_speeds
-
+def test_plan_grid_renders_for_every_demo_task(tmp_path):
+    from benchmarks.toyenv import toy_plan_speeds
     from research.toyenv import parse_plan
 
     res = toy_plan_speeds.main(["--smoke", "--out", str(tmp_path / "r.json")])

@@ -1,19 +1,13 @@
-"""benchmarks/toy_pretrain_smoothing.py on CPU, tiny: the run completes, every split reports sampled
+"""benchmarks.toyenv.toy_pretrain_smoothing on CPU, tiny: the run completes, every split reports sampled
 and greedy shares and the fusion probability, and the JSON holds what was printed."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def test_smoothing_benchmark_smoke(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    sys.path.insert(0, str(ROOT))
-    import toy_pretrain_smoothing
+def test_smoothing_benchmark_smoke(tmp_path):
+    from benchmarks.toyenv import toy_pretrain_smoothing
 
     out = tmp_path / "s.json"
     args = [
