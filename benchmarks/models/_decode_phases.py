@@ -109,7 +109,7 @@ def _measure(sampler, prompts, sc, args) -> dict:
 # Pass/fail of the numerics check on the 0.5B shape in bf16: twice the largest |dlogp| recorded over 14
 # configurations x batches on an H200 (2026-11-30 sweep: max 0.0523, mean at most 0.0117; even the
 # unfused XLA baseline reaches 0.0456, so this is bf16 noise over 24 layers, not a defect). A configuration
-# beyond these computes something else (benchmarks/results/logprob_numerics.md).
+# beyond these computes something else (docs/results/logprob_numerics.md).
 LOGPROB_MAX_ABS = 0.105
 LOGPROB_MEAN_ABS = 0.0235
 

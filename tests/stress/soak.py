@@ -37,7 +37,7 @@ A run worker's restart is ~2.7 s on an idle core: ``import torch`` 1.1 s, ``torc
 1.0 s (installed before the judge's integrity baseline, or a later ``torch.compile`` would look like a
 candidate replacing judge code), Triton and judge imports, environment and a collection 0.6 s. None of it can
 be deferred without weakening a check, so it stays; the lever is more workers. On the H200 with one worker
-the soak managed 71 verdicts with 45 restarts in 349 s (benchmarks/results/issue12_gpu.md): a restart every
+the soak managed 71 verdicts with 45 restarts in 349 s (docs/results/issue12_gpu.md): a restart every
 7.8 s of wall time, the hangs' timeouts included.
 
 Settings: ``--run-workers-per-gpu N`` (``SandboxConfig.run_workers_per_gpu``: N run workers, each with its
