@@ -1,17 +1,16 @@
-"""The tree's shape (issue 34): no import cycle between our modules, no oversized module, benchmarks hold code.
+"""The tree's shape (issue 34): no import cycle between our modules, no oversized module, benchmarks hold
+code, not results.
 
-The import graph counts every import that runs: at module level and inside functions (an import moved into a
-function to hide a cycle is still a cycle), but not those under ``if TYPE_CHECKING:``. ``from pkg import name``
-is an edge to ``pkg.name`` when that is a module, else to ``pkg`` itself (its ``__init__``). The implicit import
-of a parent package's ``__init__`` is not an edge: Python runs it first, whoever asks.
+The import graph counts every import that runs: at module level and inside functions (an import moved into
+a function to hide a cycle is still a cycle), but not those under ``if TYPE_CHECKING:``. ``from pkg import
+name`` is an edge to ``pkg.name`` when that is a module, else to ``pkg`` itself (its ``__init__``). The
+implicit import of a parent package's ``__init__`` is not an edge: Python runs it first, whoever asks.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("kernels_env", "models", "research", "experiments", "benchmarks")
@@ -125,7 +124,8 @@ def test_the_cycle_finder_finds_a_cycle_hidden_in_a_function(tmp_path):
 
 def test_no_import_cycles_between_our_modules():
     found = cycles(import_graph(_modules()))
-    assert not found, "import cycles (each an SCC of the import graph):\n" + "\n".join(map(" <-> ".join, found))
+    listed = "\n".join(map(" <-> ".join, found))
+    assert not found, f"import cycles (each an SCC of the import graph):\n{listed}"
 
 
 SKIP_DIRS = {"outputs", "multirun", "runs", "__pycache__", "node_modules"}  # .gitignore's build/run outputs

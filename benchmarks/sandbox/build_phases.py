@@ -23,8 +23,9 @@ whether the fast path's objects equal the plain ones (nvcc's temporary file name
 lean build's device code (its sm_90 cubin, ``cuobjdump -xelf``) equals the as-written build's.
 
 Measured on this project's 2-core CPU machine, shared with other jobs (torch 2.13 CPU, nvcc 13.0, g++ 12;
-sm_90; ``--repeat 2``; min CPU-s; docs/results/data/build_phases_2026-12-02_cpu_01_relu.json; 33_row_softmax at git 676f647), 33_row_softmax at a
-load of ~2.5 / 01_relu at ~3 (contention inflates CPU seconds: compare within a solution):
+sm_90; ``--repeat 2``; min CPU-s; docs/results/data/build_phases_2026-12-02_cpu_01_relu.json, 33_row_softmax's
+at git 676f647), 33_row_softmax at a load of ~2.5 / 01_relu at ~3 (contention inflates CPU seconds:
+compare within a solution):
 
   cuda.cu as written, fast flags    66.9 / 84.8   cudafe++ 23.2 / 30.0, cicc 22.9 / 28.2, host g++ 17.5 / 22.6
   cuda.cu lean, fast flags          30.5 / 35.8   cudafe++ 11.9 / 13.4, cicc 7.8 / 9.9, host g++ 8.2 / 9.4
