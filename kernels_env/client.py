@@ -25,9 +25,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .judge import assemble, race_probe
-from .judge.diagnostics import exception_line, truncate
-from .judge.sources import display_stem, input_hashes, read_source, source_hash
+from .judge.assemble import race_probe
+from .judge.assemble import result as assemble
+from .judge.build.diagnostics import exception_line, truncate
+from .judge.build.sources import display_stem, input_hashes, read_source, source_hash
 from .rules import speed_of_light
 from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
@@ -361,7 +362,8 @@ class SandboxClient:
         return speed_of_light.record(roof, candidate.get("median_ms"), self.device)
 
     def _race_probe(self, ref: Source, sol: Source) -> dict[str, Any]:
-        """The sanitize tool's racecheck on this candidate (kernels_env.judge.race_probe): its response."""
+        """The sanitize tool's racecheck on this candidate (kernels_env.judge.assemble.race_probe): its
+        response."""
         from .runtime.tool_host import call_tool
         from .tools import ToolLimits
 

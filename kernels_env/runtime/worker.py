@@ -112,7 +112,7 @@ def _serve_compile(channel: _Channel, requests: BinaryIO, messages) -> int:
     for optional in ("triton", "numpy", "kernels_env.fastpath", "kernels_env.guard"):
         with contextlib.suppress(Exception):  # optional: a missing package only costs the child an import
             __import__(optional)
-    from ..judge.compile_stage import serve
+    from ..judge.build.compile_stage import serve
     from ..tools._serve import serve_forked
 
     channel.send(messages.Hello(role="compile", pid=os.getpid()))
@@ -139,8 +139,9 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
         with contextlib.suppress(Exception):
             __import__(optional)
     from ..host.environment import environment
-    from ..judge import enforce, gpu_share, harness, hygiene
-    from ..judge.phases import PhaseClock
+    from ..judge.run import enforce, harness, hygiene
+    from ..judge.run.phases import PhaseClock
+    from ..judge.timing import gpu_share
 
     if device_name == "cuda":
         torch.cuda.init()

@@ -32,7 +32,7 @@ def grace_s(time_s: float) -> float:
 
 def _prepare(req: ToolRequest) -> tuple[dict[str, Any], dict[str, str]]:
     """The tool's arguments with the materialised paths, and {temporary prefix: the agent's name}."""
-    from ..judge.loader import materialize
+    from ..judge.build.loader import materialize
 
     workdir = Path(req.workdir)
     args = {k: v for k, v in req.args.items() if k not in ("reference", "solution")}
@@ -60,7 +60,7 @@ def _unalias(value: Any, aliases: dict[str, str]) -> Any:
 
 
 def _run(req: ToolRequest) -> dict[str, Any]:
-    from ..judge.loader import LoadError
+    from ..judge.build.loader import LoadError
 
     try:
         args, aliases = _prepare(req)
@@ -71,7 +71,7 @@ def _run(req: ToolRequest) -> dict[str, Any]:
 
 def serve_in_process(req: ToolRequest, progress: Callable[[str, str], None]) -> dict[str, Any]:
     """In a run worker (its stdout already goes to stderr; the worker cleans up after the request)."""
-    from ..judge.harness import request_env
+    from ..judge.run.harness import request_env
 
     Path(req.workdir).mkdir(parents=True, exist_ok=True)
     progress("tool", req.tool)
@@ -81,7 +81,7 @@ def serve_in_process(req: ToolRequest, progress: Callable[[str, str], None]) -> 
 
 def serve_forked(req: ToolRequest) -> dict[str, Any]:
     """In a compile worker: a forked child, killed with its subprocesses at the time limit (+ grace)."""
-    from ..judge.compile_stage import run_forked
+    from ..judge.build.compile_stage import run_forked
 
     try:
         limits = ToolLimits.from_dict(req.limits, req.tool)

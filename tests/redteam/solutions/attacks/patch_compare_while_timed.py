@@ -9,8 +9,8 @@ import triton.language as tl
 from _half_relu import wrong
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-import kernels_env.judge.compare
-import kernels_env.judge.timed_checks
+import kernels_env.judge.check.compare
+import kernels_env.judge.run.timed_checks
 
 
 @triton.jit
