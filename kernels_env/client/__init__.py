@@ -25,15 +25,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .judge.assemble import race_probe
-from .judge.assemble import result as assemble
-from .judge.build.diagnostics import exception_line, truncate
-from .judge.build.sources import display_stem, input_hashes, read_source, source_hash
-from .rules import speed_of_light
-from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
-from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
-from .rules.protocols import resolve
-from .rules.result import (
+from ..judge.assemble import race_probe
+from ..judge.assemble import result as assemble
+from ..judge.build.diagnostics import exception_line, truncate
+from ..judge.build.sources import display_stem, input_hashes, read_source, source_hash
+from ..rules import speed_of_light
+from ..rules.config import JudgeConfig, SandboxConfig, TimingConfig
+from ..rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
+from ..rules.protocols import resolve
+from ..rules.result import (
     COMPILE_ERROR,
     CORRECT,
     FAILURES,
@@ -54,11 +54,11 @@ from .rules.result import (
     message,
     new_result,
 )
-from .rules.results_file import VerdictProgress, append_line, read_results, resume_results
-from .rules.rewards import REWARDS, get_reward
-from .rules.summary import format_pass_rate, problem_set, read_batch_summary, summarize
-from .runtime.fleet import make_fleet
-from .runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
+from ..rules.results_file import VerdictProgress, append_line, read_results, resume_results
+from ..rules.rewards import REWARDS, get_reward
+from ..rules.summary import format_pass_rate, problem_set, read_batch_summary, summarize
+from ..runtime.fleet import make_fleet
+from ..runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
 
 # The config dataclasses, the reward registry, the result schema and its one status vocabulary (with the
 # verdicts made outside the judge: ``Result.outside``), the KernelBench-style summary of many verdicts (and
@@ -196,7 +196,7 @@ class SandboxClient:
         child of a compile worker. Never raises for a bad request or a failing candidate (the response says
         why); ``SandboxError`` only when the sandbox itself cannot work.
         """
-        from .tools import TOOLS, ToolError, ToolLimits, error_response
+        from ..tools import TOOLS, ToolError, ToolLimits, error_response
 
         started = time.perf_counter()
         if name not in TOOLS:
@@ -218,7 +218,7 @@ class SandboxClient:
         except (OSError, ValueError) as exc:
             return error_response(name, str(exc))
         self.start()
-        from .runtime.tool_host import call_tool
+        from ..runtime.tool_host import call_tool
 
         args["cache_dir"] = str(self.cache_dir)  # the tools' own cache (measured roofline ceilings)
         if name == "roofline" and self.device == "cuda":
@@ -229,7 +229,7 @@ class SandboxClient:
         resp = call_tool(self._fleet, name, args, lim, ref, sol, env, started)
         resp.pop("duration_s", None)
         resp["elapsed_s"] = round(time.perf_counter() - started, 3)
-        from .tools._registry import fit_response
+        from ..tools._registry import fit_response
 
         return fit_response(resp, lim.max_output_bytes)
 
@@ -348,8 +348,8 @@ class SandboxClient:
         key = source_hash(ref)
         roof = self._rooflines.get(key)
         if roof is None:
-            from .runtime.tool_host import call_tool
-            from .tools import ToolLimits
+            from ..runtime.tool_host import call_tool
+            from ..tools import ToolLimits
 
             args = {"cache_dir": str(self.cache_dir), "device_name": self.environment.get("gpu")}
             env = {**self._cache_env(), "KERNELS_ENV_CUDA_ARCH": self.cuda_arch}
@@ -364,8 +364,8 @@ class SandboxClient:
     def _race_probe(self, ref: Source, sol: Source) -> dict[str, Any]:
         """The sanitize tool's racecheck on this candidate (kernels_env.judge.assemble.race_probe): its
         response."""
-        from .runtime.tool_host import call_tool
-        from .tools import ToolLimits
+        from ..runtime.tool_host import call_tool
+        from ..tools import ToolLimits
 
         args = {"tools": [race_probe.TOOL], "cache_dir": str(self.cache_dir)}
         lim = ToolLimits.from_dict(None, "sanitize")
