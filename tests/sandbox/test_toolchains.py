@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from kernels_env.client import _screen_compile
 from kernels_env.judge.assemble import result as assemble
+from kernels_env.judge.assemble.replies import screen_compile as _screen_compile
 from kernels_env.judge.build import backends, compile_stage, toolchains
 from kernels_env.rules.messages import CompileRequest, Source
 from kernels_env.rules.result import NO_VERDICT, TOOLCHAIN_MISSING

@@ -14,7 +14,7 @@ with check ``shared_memory_race`` and the sanitizer's findings as evidence. With
 compute-sanitizer the probe is ``unavailable`` (a note says so; the verdict stands).
 
 The decisions here are pure functions of the verdict and the sanitize tool's response (tested on a CPU);
-the client runs the tool (``SandboxClient._race_probe``).
+the client runs the tool (``kernels_env.client._tools``).
 """
 
 from __future__ import annotations
