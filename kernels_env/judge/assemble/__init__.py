@@ -1,4 +1,4 @@
-"""Stage 4, assemble: the final verdict, on the caller's side, from what the stages reported.
+"""Stage 3, assemble: the final verdict, on the caller's side, from what the stages reported.
 
     replies      each stage's reply read without trusting it: the compile report screened, the run
                  worker's reply and its failures, the baselines' reply, the GPU-lock seconds

@@ -1,4 +1,4 @@
-"""Stage 2a, check: what correctness is made of, used by the run worker's steps (``judge.run``).
+"""Used by stage 2 (``judge.run``), check: what correctness is made of.
 
     inputs, adversarial   inputs for trials and timing from seeds the candidate cannot predict; the
                           adversarial input families (NaN/Inf, denormals, large, zeros, shapes, ...)

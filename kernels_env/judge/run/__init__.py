@@ -1,8 +1,9 @@
-"""Stage 2b, run: what a run worker does with one request, under the guard's reward-hack defences.
+"""Stage 2, run: what a run worker does with one request, under the guard's reward-hack defences.
 
     harness        one request end to end: memory plan -> load -> trials -> families -> timing -> re-checks;
-                   and the reference's baselines (``baseline_request``)
+                   and a baselines request (the reference timed in each mode)
     request        the request as every step sees it (problem, candidate, settings, guard, memory plan)
+    models         the reference and the candidate built with the same weights; their trial callables
     enforce        the defences of ``kernels_env.guard`` around every candidate call (docs/reward_hacks.md)
     verdict        failures as verdicts: the candidate's, the reference's, the judge's own
     families       the adversarial families run and reported one by one

@@ -1,4 +1,4 @@
-"""Stage 3, timing: the one timer of candidates and baselines, and the GPU it times on.
+"""Used by stage 2 (``judge.run``), timing: the one timer of candidates and baselines, and its GPU.
 
     timer       CUDA events on rotated input sets with a cold L2 and whole-device synchronisation; the
                 stopping rule (``stabilize``) and the sample statistics (``summarize``)
