@@ -5,10 +5,10 @@ random and adversarial inputs, times them against eager / torch.compile baseline
 against reward hacks. Callers speak to it only through ``client`` (``SandboxClient``) and ``session``
 (``WorkspaceSession``, an agent's per-episode workspace); ``python -m kernels_env`` is its CLI.
 
-    client.py, session.py   the doors: judge candidates, run tools, hold an agent's workspace
+    client/, session.py     the doors: judge candidates, run tools, hold an agent's workspace
     rules/                  contracts: config, protocols, policies, rewards, verdict schema, summary, messages
-    judge/                  the pipeline one request goes through inside a worker (load -> build -> trials ->
-                            input families -> compare -> timing -> re-checks -> verdict)
+    judge/                  one candidate in stages: build/ (load, build) -> run/ (trials, input families,
+                            timing, re-checks; with check/ and timing/) -> assemble/ (the verdict)
     guard/                  the reward-hack defences the judge wraps around every candidate call
     fastpath/               building CUDA without torch headers (nvcc -> ctypes, NVRTC -> CuPy), cached
     tools/                  the agent's diagnostic tools: compile, profile (ncu), sanitize, roofline

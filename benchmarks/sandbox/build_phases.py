@@ -95,14 +95,15 @@ def build(solution: Path, cache: Path) -> Path:
 
 
 def _build(solution: str, cache: str) -> None:
-    from kernels_env.judge import build as hooks
+    from kernels_env.judge.build import hooks
+    from kernels_env.judge.build.cache import BUILDS
 
     hooks.install_build_hooks(True, cache)
     hooks.content_keyed_extensions()
     import torch.utils.cpp_extension as ce
 
     ce.load_inline(**load_inline_args(Path(solution)))
-    print("builds:", json.dumps(hooks.BUILDS))
+    print("builds:", json.dumps(BUILDS))
 
 
 def cpu_seconds(cmd: str, cwd: Path, env: dict | None = None) -> float:
@@ -148,7 +149,7 @@ def nvcc_steps(cmd: str, keep: Path) -> tuple[list[tuple[str, str]], dict]:
 def variants(cmds: dict[str, str], out: Path, source: Path, lean: bool) -> dict[str, tuple[str, str]]:
     """phase -> (command, object it writes) for each replayed variant; the nvcc variants compile ``source``
     (``FORMS`` says which form of it to write there first), ``nvcc lean`` only if ``lean``."""
-    from kernels_env.judge import fast_build
+    from kernels_env.judge.build import fast_build
 
     main = next(c for t, c in cmds.items() if t == "main.o").replace("-MMD -MF main.o.d ", "")
     pch = re.search(r" -I(\S+/pch/\w+)", main)
@@ -184,7 +185,7 @@ def variants(cmds: dict[str, str], out: Path, source: Path, lean: bool) -> dict[
 
 def pch_seconds(solution: Path) -> float:
     """The shared PCH's build for this solution's flags, once."""
-    from kernels_env.judge import pch
+    from kernels_env.judge.build import pch
 
     args = load_inline_args(solution)
     with tempfile.TemporaryDirectory() as tmp:
@@ -193,7 +194,7 @@ def pch_seconds(solution: Path) -> float:
 
 
 def measure(args) -> dict:
-    from kernels_env.judge import fast_build
+    from kernels_env.judge.build import fast_build
 
     work = Path(tempfile.mkdtemp(prefix="build_phases-"))
     try:
@@ -302,8 +303,8 @@ def machine() -> dict:
 
 def cuda_sources(solution: Path) -> dict[str, str]:
     """cuda.cu as load_inline writes it: {form: text} as written and, where the lean path applies, lean."""
-    from kernels_env.judge import lean_headers
-    from kernels_env.judge.full_header_names import IMPLICIT_HEADERS
+    from kernels_env.judge.build import lean_headers
+    from kernels_env.judge.build.full_header_names import IMPLICIT_HEADERS
 
     written = load_inline_args(solution)["cuda_sources"]
     forms = {"as-written": written, "lean": lean_headers.rewrite(written)}

@@ -32,13 +32,14 @@ DEFAULT = "01_relu,23_add,29_row_sum,33_row_softmax"
 def one(solution: str, cache: str) -> dict:
     """Import one solution (its load_inline builds it) the way the compile stage does; time the import."""
     os.environ.update({"KERNELS_ENV_SANDBOX_CACHE": cache, "KERNELS_ENV_BUILD_ONLY": "1"})
-    from kernels_env.judge import build
-    from kernels_env.judge.loader import load_solution
+    from kernels_env.judge.build import hooks
+    from kernels_env.judge.build.cache import BUILDS
+    from kernels_env.judge.build.loader import load_solution
 
-    build.install_build_hooks(True, cache)
+    hooks.install_build_hooks(True, cache)
     start = time.perf_counter()
     load_solution(Path(solution), Path(solution).name)  # content-keyed builds, as in the compile stage
-    return {"seconds": time.perf_counter() - start, "builds": build.BUILDS}
+    return {"seconds": time.perf_counter() - start, "builds": BUILDS}
 
 
 def run_one(solution: Path, cache: Path, mode: str) -> dict:
@@ -67,7 +68,7 @@ def main() -> int:
     sols = [set_dir() / "solutions" / f"{s.strip()}.py" for s in args.solutions.split(",") if s.strip()]
     import torch
 
-    from kernels_env.judge.timing import summarize
+    from kernels_env.judge.timing.timer import summarize
 
     config = {
         "solutions": [s.stem for s in sols],

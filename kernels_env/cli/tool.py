@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ..client import SandboxClient
-from ..judge.sources import read_source
+from ..judge.build.sources import read_source
 from .common import add_sandbox_arguments, sandbox_config
 
 

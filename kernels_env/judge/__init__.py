@@ -1,17 +1,18 @@
-"""The judge: what a worker does with one candidate, in pipeline order.
+"""The judge: what happens to one candidate, in stages, in the order a request meets them.
 
-    loader / sources       read and import the reference and the candidate (source text or workspace)
-    build, compile_stage   recognise kernel builds; import the solution with the GPU hidden so every build
-                           happens (and is cached) in a CPU compile worker before the GPU worker needs it
-    inputs, adversarial    inputs for trials and timing from unpredictable seeds; adversarial input families
-    enforce                the reward-hack defences of ``kernels_env.guard`` around every candidate call
-    harness                one request end to end: trials -> families -> timing -> re-checks -> baselines
-    memory                 each request's memory plan (timing sets, families, headroom) and whose an OOM is
-    compare, families      output comparison (structure, dtype, values) and per-family reports
-    timing, timed_checks   CUDA-event timing on rotated inputs with a cold L2, and the checks after timing
-    baselines              eager / torch.compile / max-autotune timings, cached on disk
-    verdict, assemble      failures as verdicts in the worker; the client's final verdict (speedups, reward)
-    hygiene, phases        worker state restored between requests; where a request's seconds go
+    build/      read the reference and the candidate, build their kernels and import them; in a compile
+                worker first (CPU, GPU hidden: every build happens and is cached there), then cache-only
+                in the run worker (sources, loader, build hooks and faster build paths, compile_stage)
+    run/        the run worker's request: memory plan, load under the guard, trials, adversarial
+                families, timing and the checks after it, failures as verdicts (harness and its steps)
+    check/      what correctness is made of: inputs and input families, output comparison, the memory plan
+    timing/     the one timer of candidates and baselines, timing-exclusive GPU sharing, cached baselines
+    assemble/   the final verdict on the caller's side: each stage's reply read without trusting it,
+                speedups, the speed review, the reward, the race probe
+
+Packages import only those listed before them in this order of dependence: build <- check, timing <-
+assemble <- run (``run`` is the only one that uses all the others); shared names live in leaf modules
+(``build.cache``, ``build.errors``, ``check.oom``). Each package's ``__init__`` says what its modules do.
 
 Imports ``rules``, ``host``, ``guard`` and ``fastpath``; never ``runtime``, ``reports``, ``client`` or
 ``cli``.

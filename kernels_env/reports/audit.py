@@ -40,8 +40,8 @@ from typing import Any
 import torch
 
 from ..guard._outputs import constant_output_violation, tensors
-from ..judge.inputs import make_inputs, problem_module
-from ..judge.memory import free_bytes, release
+from ..judge.check.inputs import make_inputs, problem_module
+from ..judge.check.memory import free_bytes, release
 from ..rules.results_file import append_line, read_results
 
 __all__ = ["AuditReport", "Flag", "audit_problem", "constant_output_violation", "run"]

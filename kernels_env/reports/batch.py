@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..client import SandboxClient
-from ..judge.sources import input_hashes
+from ..judge.build.sources import input_hashes
 from ..rules.config import BatchConfig
 from ..rules.results_file import VerdictProgress, append_line, read_results, resume_results
 from ..rules.summary import format_summary, plot, summarize

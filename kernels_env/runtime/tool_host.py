@@ -10,7 +10,7 @@ import time
 import uuid
 from typing import Any
 
-from ..judge.build import detect_backends
+from ..judge.build.backends import detect_backends
 from ..rules.messages import CompileRequest, Source, ToolRequest
 from ..tools import ToolLimits, error_response
 from ..tools._serve import grace_s, killed_response

@@ -31,11 +31,8 @@ from typing import Any, BinaryIO
 
 from ..host.environment import environment
 from ..host.processes import kill_tree
-from ..judge.compile_stage import serve
-from ..judge.phases import PhaseClock
 from ..rules import messages
 from ..tools._prestart import PRESTARTER
-from ..tools._serve import serve_forked, serve_in_process
 
 
 def _protocol_channel() -> tuple[BinaryIO, BinaryIO]:
@@ -112,6 +109,10 @@ def _serve_compile(channel: _Channel, requests: BinaryIO, messages) -> int:
     for optional in ("triton", "numpy", "kernels_env.fastpath", "kernels_env.guard"):
         with contextlib.suppress(Exception):  # optional: a missing package only costs the child an import
             __import__(optional)
+    # The compile stage imports the guard, and so torch: only a compile worker, after the imports above.
+    from ..judge.build.compile_stage import serve
+    from ..tools._serve import serve_forked
+
     channel.send(messages.Hello(role="compile", pid=os.getpid()))
     for line in requests:
         msg = messages.decode(line)
@@ -136,7 +137,9 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
         with contextlib.suppress(Exception):
             __import__(optional)
     # The judge imports torch and Triton: only now, with the environment set (TRITON_INTERPRET above).
-    from ..judge import enforce, gpu_share, harness, hygiene
+    from ..judge.run import enforce, harness, hygiene
+    from ..judge.run.phases import PhaseClock
+    from ..judge.timing import gpu_share
 
     if device_name == "cuda":
         torch.cuda.init()
@@ -183,6 +186,8 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
             if isinstance(msg, messages.BaselineRequest):
                 return harness.baselines(msg, device, env, progress_for(msg.id), report_for(msg.id))
             if isinstance(msg, messages.ToolRequest):
+                from ..tools._serve import serve_in_process  # the guard, so torch: as the judge above
+
                 return serve_in_process(msg, progress_for(msg.id))
             return {"harness_error": f"a run worker does not handle {msg.kind} messages"}
         except Exception:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..judge import loader
-from ..judge.loader import LoadError, ProblemError
+from ..judge.build import loader
+from ..judge.build.loader import LoadError, ProblemError
 from ._context import ToolError
 
 SOLUTION_FILE = "model_new.py"
@@ -127,6 +127,6 @@ def build_model(problem: loader.Problem, cls: type, device: Any, seed: int = 0) 
 
 def task_inputs(problem: loader.Problem, device: Any, seed: int = 0) -> list:
     """The task's forward arguments, from the harness's own input generator."""
-    from ..judge.inputs import make_inputs  # imports torch: only a tool that builds inputs pays for it
+    from ..judge.check.inputs import make_inputs  # imports torch: only a tool that builds inputs pays for it
 
     return make_inputs(problem, seed, "random", device)

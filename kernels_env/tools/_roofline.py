@@ -210,7 +210,7 @@ def _time_ms(torch, fn, iters: int) -> float:
 
 
 def _copy_gbps(torch) -> float:
-    from ..judge.timing import copy_seconds  # imports torch (only a GPU measurement gets here)
+    from ..judge.timing.timer import copy_seconds  # imports torch (only a GPU measurement gets here)
 
     n = 512 * 1024 * 1024
     s = statistics.median(copy_seconds("cuda", n, iters=10))  # what a good kernel can expect to reach

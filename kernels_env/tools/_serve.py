@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..judge.compile_stage import run_forked
-from ..judge.loader import LoadError, materialize
+from ..judge.build.errors import LoadError
+from ..judge.build.loader import materialize
 from ..rules.messages import ToolRequest
 from ._context import ToolError, ToolLimits
 from ._registry import error_response, run_tool
@@ -69,7 +69,7 @@ def _run(req: ToolRequest) -> dict[str, Any]:
 
 def serve_in_process(req: ToolRequest, progress: Callable[[str, str], None]) -> dict[str, Any]:
     """In a run worker (its stdout already goes to stderr; the worker cleans up after the request)."""
-    from ..judge.harness import request_env  # imports torch: a compile worker's tool child never does
+    from ..judge.run.harness import request_env  # imports torch: a compile worker's tool child never does
 
     Path(req.workdir).mkdir(parents=True, exist_ok=True)
     progress("tool", req.tool)
@@ -79,6 +79,8 @@ def serve_in_process(req: ToolRequest, progress: Callable[[str, str], None]) -> 
 
 def serve_forked(req: ToolRequest) -> dict[str, Any]:
     """In a compile worker: a forked child, killed with its subprocesses at the time limit (+ grace)."""
+    from ..judge.build.compile_stage import run_forked  # imports the guard, and so torch
+
     try:
         limits = ToolLimits.from_dict(req.limits, req.tool)
     except ToolError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels_env.judge.sources import input_hashes
+from kernels_env.judge.build.sources import input_hashes
 from kernels_env.reports.batch import run_batch
 from kernels_env.rules.config import BatchConfig
 from kernels_env.rules.summary import format_pass_rate

@@ -1,5 +1,5 @@
-"""Adversarial input families (registered in kernels_env.judge.inputs), problem isolation, and how the judge
-compares and reports a family (kernels_env.judge.families)."""
+"""Adversarial input families (registered in kernels_env.judge.check.inputs), problem isolation, and how the
+judge compares and reports a family (kernels_env.judge.run.families)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import types
 import pytest
 import torch
 
-from kernels_env.judge import adversarial as adv
-from kernels_env.judge import families as fam
-from kernels_env.judge.compare import compare
-from kernels_env.judge.inputs import FAMILIES, make_inputs, problem_module
+from kernels_env.judge.check import adversarial as adv
+from kernels_env.judge.check.compare import compare
+from kernels_env.judge.check.inputs import FAMILIES, make_inputs, problem_module
+from kernels_env.judge.run import families as fam
 
 PROBLEMS = os.path.join(os.path.dirname(__file__), "..", "redteam", "problems")
 RELU = os.path.join(PROBLEMS, "relu.py")

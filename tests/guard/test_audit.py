@@ -166,7 +166,7 @@ def test_streamed_statistics_equal_the_whole_tensor_ones(monkeypatch):
 def test_the_default_input_budget_comes_from_free_memory_and_a_flag_overrides_it(
     tmp_path, monkeypatch, capsys
 ):
-    from kernels_env.judge import memory
+    from kernels_env.judge.check import memory
 
     monkeypatch.setattr(memory, "_host_available", lambda: 60 * 2**30)
     assert audit.input_budget("cpu") == 20 * 2**30  # an H200's ~139 GiB free: 46 GiB, above L1 #45's 16 GiB

@@ -26,8 +26,8 @@ from kernels_env.guard import (
 )
 from kernels_env.guard._census import census_from_profiler
 from kernels_env.guard._frames import FrameClassifier
-from kernels_env.judge import enforce
-from kernels_env.judge.harness import _Reference
+from kernels_env.judge.run import enforce
+from kernels_env.judge.run.models import Reference
 from kernels_env.rules.operators import CUSTOM, TORCH_KERNEL
 from kernels_env.rules.policies import get_policy
 
@@ -93,7 +93,7 @@ def _nan_inputs() -> torch.Tensor:
 def test_the_judges_reference_calls_leave_its_buffers_as_they_were():
     model = _train_batchnorm()
     before = {n: b.clone() for n, b in model.named_buffers()}
-    out = _Reference(model)([_nan_inputs()])
+    out = Reference(model)([_nan_inputs()])
     assert torch.isnan(out[:, 1]).all()  # the reference itself computed on NaN
     for name, buf in model.named_buffers():
         assert torch.equal(buf, before[name]), name  # running stats neither NaN nor drifted

@@ -1,13 +1,13 @@
-"""The race probe's decisions (``kernels_env.judge.race_probe``): which verdicts get compute-sanitizer
-racecheck, and what its report does to the verdict. Pure functions of the verdict and the sanitize tool's
-response; the sanitizer itself runs on a GPU (red-team ``shared_memory_race_cupy``, gpu)."""
+"""The race probe's decisions (``kernels_env.judge.assemble.race_probe``): which verdicts get
+compute-sanitizer racecheck, and what its report does to the verdict. Pure functions of the verdict and the
+sanitize tool's response; the sanitizer itself runs on a GPU (red-team ``shared_memory_race_cupy``, gpu)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernels_env.judge import assemble
-from kernels_env.judge.race_probe import SHARED_MEMORY_RACE, apply_probe, wants_probe
+from kernels_env.judge.assemble import result as assemble
+from kernels_env.judge.assemble.race_probe import SHARED_MEMORY_RACE, apply_probe, wants_probe
 from kernels_env.rules.config import JudgeConfig
 from kernels_env.rules.protocols import resolve
 from kernels_env.tools._sanitizer import parse_sanitizer

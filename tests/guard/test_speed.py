@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernels_env.guard import _checks, roofline_floor_s, speed_violations
-from kernels_env.judge.timing import time_callable
+from kernels_env.judge.timing.timer import time_callable
 
 ONE_CALL = {"warmup_iters": 0, "min_iters": 1, "max_iters": 1, "target_time_s": 0.0, "l2_flush": False}
 
@@ -25,7 +25,7 @@ def test_faster_than_physics_is_rejected():
 
 
 def test_big_speedups_are_flagged_for_review():
-    from kernels_env.judge.assemble import speed_review
+    from kernels_env.judge.assemble.result import speed_review
 
     review, notes = speed_review(
         {"eager": 3.0, "compile": 40.0, "max-autotune": None}, {"roofline_floor_ms": 0.01}
@@ -39,7 +39,7 @@ def test_the_judge_rejects_a_median_below_the_roofline():
     from pathlib import Path
 
     from kernels_env.guard import GuardViolation, Integrity, ThreadSnapshot, TorchGlobalState
-    from kernels_env.judge import enforce
+    from kernels_env.judge.run import enforce
 
     snap = enforce.WorkerSnapshot(
         torch.device("cpu"), Integrity.capture(), TorchGlobalState.capture(), ThreadSnapshot.capture(), 4e12

@@ -1,10 +1,11 @@
-"""Which backends a solution uses, read from its parsed imports (``kernels_env.judge.build``): no workers."""
+"""Which backends a solution uses, read from its parsed imports (``kernels_env.judge.build.backends``): no
+workers."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernels_env.judge.build import detect_backends, imported_backends, needs_cuda
+from kernels_env.judge.build.backends import detect_backends, imported_backends, needs_cuda
 
 KERNEL = "\n@triton.jit\ndef k(x_ptr):\n    tl.store(x_ptr, 1.0)\n"
 
@@ -55,7 +56,7 @@ def test_a_source_that_does_not_parse_falls_back_to_its_import_lines():
     assert imported_backends("import torch, cupy as cp\nif :\n") == {"cupy"}
     assert imported_backends("import torch\ndef f(:\n    x = 'import triton'\n") == set()
     # a workspace's CUDA file is not Python: only import lines would count, and it has none
-    cu = '#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n'
+    cu = "#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n"
     assert detect_backends(["import torch, triton\n", cu], []) == ["triton"]
 
 

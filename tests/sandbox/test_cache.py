@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kernels_env.host.cache import JsonCache
-from kernels_env.judge.baselines import baseline_key, cached_baselines
+from kernels_env.judge.timing.baselines import baseline_key, cached_baselines
 from kernels_env.rules.config import JudgeConfig
 from kernels_env.rules.protocols import JudgeSettings, resolve
 

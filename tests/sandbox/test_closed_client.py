@@ -43,12 +43,12 @@ def test_a_request_after_close_ends_without_restarting_the_workers(closed):
     client, fleet = closed
     ref = Source(name="ref.py", text="import torch\n")
     with pytest.raises(SandboxError, match="closed before this request ran"):
-        client._evaluate(ref, ref, {}, {"problem": "p", "solution": "s"})
+        client._pipeline.evaluate(ref, ref, {}, {"problem": "p", "solution": "s"})
     assert fleet.starts == 0
 
 
 def test_a_judge_error_verdict_does_not_restart_a_closed_fleet(closed):
     client, fleet = closed
     report = {"stage": "done", "error": "boom", "messages": []}
-    result = client._fallback(report, {}, {"problem": "p", "solution": "s"}, "rid")
+    result = client._pipeline.fallback(report, {}, {"problem": "p", "solution": "s"}, "rid")
     assert result["status"] == JUDGE_ERROR and result["environment"] == {} and fleet.starts == 0

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernels_env.judge.compare import compare, max_errors
+from kernels_env.judge.check.compare import compare, max_errors
 
 TOL = {"float32": [1e-4, 1e-4], "float64": [1e-4, 1e-4], "float16": [1e-2, 1e-2], "bfloat16": [1e-2, 1e-2]}
 
@@ -115,7 +115,7 @@ def test_max_errors_for_the_record():
 
 
 def test_timing_clock_choice_never_lets_side_streams_help():
-    from kernels_env.judge.timing import choose_clock
+    from kernels_env.judge.timing.timer import choose_clock
 
     stream = [0.200, 0.201, 0.199, 0.200]
     honest = choose_clock(stream, [0.2150, 0.2160, 0.2140, 0.2150], overhead_ms=0.015)

@@ -20,8 +20,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels_env.judge import assemble, families
-from kernels_env.judge.compare import compare, max_errors
+from kernels_env.judge.assemble import result as assemble
+from kernels_env.judge.check.compare import compare, max_errors
+from kernels_env.judge.run import families
 from kernels_env.rules.result import JUDGE_ERROR, JUDGE_STATUSES, STATUSES, validate
 
 TOL = {"float32": [1e-4, 1e-4], "float64": [1e-4, 1e-4], "float16": [1e-2, 1e-2], "bfloat16": [1e-2, 1e-2]}

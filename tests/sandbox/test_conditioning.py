@@ -1,7 +1,7 @@
 """Where float32 itself cannot meet the tolerance on an adversarial family's inputs, the judge compares again
 with the tolerance widened by the float32 reference's own error against float64
-(kernels_env/judge/conditioning.py). Found on the H200: the ``large`` family failed correct Triton plans that
-were closer to the float64 answer than the reference was."""
+(kernels_env/judge/check/conditioning.py). Found on the H200: the ``large`` family failed correct Triton plans
+that were closer to the float64 answer than the reference was."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import math
 
 import torch
 
-from kernels_env.judge import conditioning
-from kernels_env.judge.families import FAIL, PASS
-from kernels_env.judge.families import judge as judge_family
+from kernels_env.judge.check import conditioning
+from kernels_env.judge.run.families import FAIL, PASS
+from kernels_env.judge.run.families import judge as judge_family
 from kernels_env.rules.config import JudgeConfig
 
 from .conftest import src

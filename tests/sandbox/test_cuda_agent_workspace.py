@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernels_env.client import SandboxClient
-from kernels_env.judge import agent_extension
+from kernels_env.judge.build import agent_extension
 
 from .conftest import FAST, cpu_config
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from kernels_env.judge.compile_stage import _parse_report
+from kernels_env.judge.build.compile_stage import _parse_report
 from kernels_env.rules.config import JudgeConfig
 from kernels_env.rules.result import validate
 

@@ -1,5 +1,5 @@
-"""Timing-exclusive GPU sharing (``SandboxConfig.exclusive_timing``, ``kernels_env.judge.gpu_share``): with
-N > 1 run workers per GPU each holds its GPU's lock shared for a request and exclusive around every timed
+"""Timing-exclusive GPU sharing (``SandboxConfig.exclusive_timing``, ``kernels_env.judge.timing.gpu_share``):
+with N > 1 run workers per GPU each holds its GPU's lock shared for a request and exclusive around every timed
 measurement; with N = 1, or the switch off, nothing is taken. In CPU mode through the lock's test hook
 (``gpu_lock.CPU_HOOK``): the same code paths, no GPU."""
 
@@ -14,9 +14,10 @@ import torch
 from kernels_env.client import SandboxClient
 from kernels_env.host import gpu_lock
 from kernels_env.host.gpu_lock import EXCLUSIVE, SHARED, GpuLock
-from kernels_env.judge import assemble, gpu_share
-from kernels_env.judge.baselines import baseline_key
-from kernels_env.judge.timing import time_callable
+from kernels_env.judge.assemble import result as assemble
+from kernels_env.judge.timing import gpu_share
+from kernels_env.judge.timing.baselines import baseline_key
+from kernels_env.judge.timing.timer import time_callable
 from kernels_env.rules.config import JudgeConfig
 from kernels_env.rules.protocols import JudgeSettings, resolve
 from kernels_env.runtime.supervisor import GpuWaitCredit
@@ -236,7 +237,7 @@ def test_a_request_waits_for_a_neighbour_that_times(locked):
     ],
 )
 def test_a_candidate_that_drops_the_lock_is_rejected_and_its_worker_retired(locked, tamper):
-    body = f"import fcntl, os, kernels_env.judge.gpu_share as share\n{tamper}\nreturn relu(x)"
+    body = f"import fcntl, os, kernels_env.judge.timing.gpu_share as share\n{tamper}\nreturn relu(x)"
     res = locked.evaluate(src(RELU_PROBLEM), relu_with(body), FAST)
     assert (res["status"], res["check"]) == ("rejected", "judge_tampered"), res["error"]
     assert "GPU lock" in res["error"]

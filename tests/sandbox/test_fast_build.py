@@ -1,6 +1,6 @@
-"""The fast build path of load_inline builds (kernels_env/judge/fast_build.py): output-neutral GCC flags where
-both compilers are GCC, plain builds where the candidate picks the host compiler, the first build's choice
-kept, the plain fallback when the flags made the build fail (and only then), the path in each build's
+"""The fast build path of load_inline builds (kernels_env/judge/build/fast_build.py): output-neutral GCC flags
+where both compilers are GCC, plain builds where the candidate picks the host compiler, the first build's
+choice kept, the plain fallback when the flags made the build fail (and only then), the path in each build's
 record; with real g++ builds, that the fallback works and the objects are the same (slow: a CUDA
 extension, nvcc over torch/extension.h, built both ways)."""
 
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension as ce
 
-from kernels_env.judge import assemble, build, fast_build, lean_headers, pch
+from kernels_env.judge.assemble import result as assemble
+from kernels_env.judge.build import cache, fast_build, hooks, lean_headers, pch
 
 GCC_FLAGS = list(fast_build.FLAGS)
 CUDA_FLAGS = list(fast_build.CUDA_FLAGS)
@@ -42,15 +43,15 @@ def hooked(tmp_path, monkeypatch):
 
     restore_torch(monkeypatch)
     monkeypatch.setattr(ce, "load_inline", fake)
-    monkeypatch.setattr(build, "BUILDS", [])
-    monkeypatch.setenv(build.SANDBOX_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cache, "BUILDS", [])
+    monkeypatch.setenv(cache.SANDBOX_CACHE_ENV, str(tmp_path))
     monkeypatch.setenv("KERNELS_ENV_PCH", "off")
     monkeypatch.delenv(fast_build.MODE_ENV, raising=False)
     monkeypatch.setattr(pch, "_is_gcc", lambda compiler: True)  # whatever this host's compilers are
     for name in fast_build.NVCC_ENV:
         monkeypatch.delenv(name, raising=False)
-    build.install_build_hooks(False, str(tmp_path))
-    build.content_keyed_extensions()
+    hooks.install_build_hooks(False, str(tmp_path))
+    hooks.content_keyed_extensions()
     return calls, fail
 
 
@@ -77,7 +78,7 @@ def test_gcc_flags_go_first_for_main_cpp_and_nvccs_host_compiler(hooked):
     assert cuda["extra_cflags"] == [*GCC_FLAGS, "-O3"]  # the candidate's own flags last: they win
     assert cuda["extra_cuda_cflags"] == [*CUDA_FLAGS, "-O3", "--use_fast_math"]
     assert cpp["extra_cflags"] == GCC_FLAGS and "extra_cuda_cflags" not in cpp
-    assert [b["path"] for b in build.BUILDS] == ["fast", "fast"] and all(b["ok"] for b in build.BUILDS)
+    assert [b["path"] for b in cache.BUILDS] == ["fast", "fast"] and all(b["ok"] for b in cache.BUILDS)
     # "arch" in any nvcc flag stops torch adding its -gencode flags: the fast path's flags have none
     assert not any("arch" in f for f in CUDA_FLAGS)
 
@@ -87,12 +88,12 @@ def test_a_candidate_choosing_the_host_compiler_builds_plain(hooked, monkeypatch
     ce.load_inline("a", "int f();", cuda_sources="__global__ void k() {}", functions=["f"],
                    extra_cuda_cflags=["-ccbin", "clang++"])  # fmt: skip
     assert calls[0]["extra_cuda_cflags"] == ["-ccbin", "clang++"] and "extra_cflags" not in calls[0]
-    assert build.BUILDS[0]["path"] == "plain"
+    assert cache.BUILDS[0]["path"] == "plain"
     ce.load_inline("b", "int g() { return 2; }", functions=["g"], extra_cflags="-O3")  # not a list
-    assert calls[1]["extra_cflags"] == "-O3" and build.BUILDS[1]["path"] == "plain"
+    assert calls[1]["extra_cflags"] == "-O3" and cache.BUILDS[1]["path"] == "plain"
     monkeypatch.setenv(fast_build.MODE_ENV, "0")  # the switch
     ce.load_inline("c", "int h() { return 3; }", functions=["h"])
-    assert "extra_cflags" not in calls[2] and build.BUILDS[2]["path"] == "plain"
+    assert "extra_cflags" not in calls[2] and cache.BUILDS[2]["path"] == "plain"
 
 
 def test_the_real_toolchain_check(monkeypatch):
@@ -136,12 +137,12 @@ def test_a_build_the_flags_broke_is_built_again_plain(hooked):
     fail.append(build_error(log))
     ce.load_inline("b", ["int g();"], cuda_sources=cuda, functions=["g"])
     assert [c["cpp"] for c in calls[2:]] == [["int g();"], ["int g();"]]  # a source list, too
-    records = [(b["path"], b["ok"]) for b in build.BUILDS]
+    records = [(b["path"], b["ok"]) for b in cache.BUILDS]
     assert records == [("fast", False), ("plain-after-fast", True)] * 2
     fail += [build_error(log), build_error("cuda.cu(1): error: the candidate's own")]  # the retry fails too
     with pytest.raises(RuntimeError, match="candidate's own"):
         ce.load_inline("c", "int h();", cuda_sources=cuda, functions=["h"])
-    assert [(b["path"], b["ok"]) for b in build.BUILDS[4:]] == [("fast", False), ("plain-after-fast", False)]
+    assert [(b["path"], b["ok"]) for b in cache.BUILDS[4:]] == [("fast", False), ("plain-after-fast", False)]
     for log in (
         "nvcc error   : 'cicc' died due to signal 9 (Kill signal)",
         "c++: fatal error: Killed signal terminated program cc1plus",
@@ -159,7 +160,7 @@ def test_the_candidates_own_compile_error_is_not_built_twice(hooked):
     fail.append(build_error(log))
     with pytest.raises(RuntimeError, match="missing"):
         ce.load_inline("a", "int f();", cuda_sources="__global__ void k() { missing; }", functions=["f"])
-    assert len(calls) == 1 and [(b["path"], b["ok"]) for b in build.BUILDS] == [("fast", False)]
+    assert len(calls) == 1 and [(b["path"], b["ok"]) for b in cache.BUILDS] == [("fast", False)]
     fail.append(ImportError("undefined symbol: _Z1fv"))  # loading, not building: never the flags
     with pytest.raises(ImportError):
         ce.load_inline("b", "int f();", functions=["f"])
@@ -198,12 +199,12 @@ def real(tmp_path, monkeypatch):
     if not fast_build.gcc_toolchain({}, cuda=False):
         pytest.skip("torch's C++ compiler is not GCC here")
     restore_torch(monkeypatch)
-    monkeypatch.setattr(build, "BUILDS", [])
-    monkeypatch.setenv(build.SANDBOX_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cache, "BUILDS", [])
+    monkeypatch.setenv(cache.SANDBOX_CACHE_ENV, str(tmp_path))
     monkeypatch.setenv("KERNELS_ENV_PCH", "off")
     monkeypatch.delenv(fast_build.MODE_ENV, raising=False)
-    build.install_build_hooks(False, str(tmp_path))
-    build.content_keyed_extensions()
+    hooks.install_build_hooks(False, str(tmp_path))
+    hooks.content_keyed_extensions()
     ce.JIT_EXTENSION_VERSIONER.entries.clear()
     return tmp_path / "torch_extensions" / "content"
 
@@ -212,7 +213,7 @@ def test_real_fallback_when_gcc_rejects_the_flags(real, monkeypatch):
     monkeypatch.setattr(fast_build, "FLAGS", ("--param=no-such-param=1",))  # g++: invalid --param name
     module = ce.load_inline("pyb_add", PYBIND_ONLY, no_implicit_headers=True)
     assert module.add(2, 3) == 5
-    assert [(b["path"], b["ok"]) for b in build.BUILDS] == [("fast", False), ("plain-after-fast", True)]
+    assert [(b["path"], b["ok"]) for b in cache.BUILDS] == [("fast", False), ("plain-after-fast", True)]
     (directory,) = real.iterdir()
     assert "no-such-param" not in (directory / "build.ninja").read_text()
     assert Path(module.__file__).name == f"kx_{directory.name}.so"  # not renamed _v1 by torch
@@ -231,7 +232,7 @@ def test_real_fast_build_gives_the_same_object(real, monkeypatch):
     assert ce.load_inline("pyb_add", PYBIND_ONLY, no_implicit_headers=True).add(2, 2) == 4
     assert fast_build.FLAGS[-1] in (directory / "build.ninja").read_text()
     assert (directory / "main.o").read_bytes() == plain
-    assert [b["path"] for b in build.BUILDS] == ["plain", "fast"]
+    assert [b["path"] for b in cache.BUILDS] == ["plain", "fast"]
 
 
 CUDA_SOLUTION = r"""
@@ -261,7 +262,7 @@ def test_real_cuda_build_fast_and_plain_give_the_same_objects(real, monkeypatch)
         monkeypatch.setattr(ce, "CUDA_HOME", cuda_home())
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     monkeypatch.setenv(lean_headers.MODE_ENV, "0")  # the .cu as written: nvcc over torch/extension.h
-    stubs = build.cpu_link_stubs(str(real.parent))  # a CPU-only torch links against stubs (never loads)
+    stubs = hooks.cpu_link_stubs(str(real.parent))  # a CPU-only torch links against stubs (never loads)
     monkeypatch.setattr(ce, "_import_module_from_library", lambda *args: None)
     objects = {}
     for mode in ("0", "1"):
@@ -286,4 +287,4 @@ def test_real_cuda_build_fast_and_plain_give_the_same_objects(real, monkeypatch)
             o: NVCC_TEMP.sub(b"tmpxft", (kept / o).read_bytes()) for o in ("main.o", "cuda.cuda.o")
         }
     assert objects["0"] == objects["1"]
-    assert [b["path"] for b in build.BUILDS] == ["plain", "fast"] and all(b["ok"] for b in build.BUILDS)
+    assert [b["path"] for b in cache.BUILDS] == ["plain", "fast"] and all(b["ok"] for b in cache.BUILDS)

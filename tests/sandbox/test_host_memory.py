@@ -1,5 +1,6 @@
-"""The host-memory limit next to the memory plan (``kernels_env.judge.memory``, "Host memory"): the worker's
-limit (``SandboxConfig.memory_limit_gb``) plus what the judge and the reference hold (``host_bytes``).
+"""The host-memory limit next to the memory plan (``kernels_env.judge.check.memory``, "Host memory"): the
+worker's limit (``SandboxConfig.memory_limit_gb``) plus what the judge and the reference hold
+(``host_bytes``).
 
 On the H200 a correct solution of KernelBench L1 #45 (16 GiB input) was killed at the 16 GiB host limit
 "during correctness": the judge's own host copy of the inputs, its failure blamed on the candidate. Here the
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from kernels_env.client import SandboxClient
-from kernels_env.judge.inputs import make_inputs
+from kernels_env.judge.check.inputs import make_inputs
 from kernels_env.rules.config import JudgeConfig
 
 from .conftest import RELU_PROBLEM, cpu_config, relu_with, src
@@ -46,8 +47,8 @@ class ModelNew(nn.Module):
 HOG = relu_with("hog = []\nwhile True:\n    hog.append(torch.ones(2**26))")  # tests/stress/soak.py's "memory"
 # The reference holds 2 GiB of host memory for a moment: the judge's side (its code, the reference's) passes
 # the limit. ``MARKER`` (formatted in): only while that file is missing, so a retry can find it there. The
-# memory preflight's dry run of the reference on the meta device (judge/preflight.py) comes first and must not
-# leave the marker: it is written only by a real run.
+# memory preflight's dry run of the reference on the meta device (judge/run/preflight.py) comes first and must
+# not leave the marker: it is written only by a real run.
 HOLDS = """
 import os, time
 import torch

@@ -107,8 +107,8 @@ def test_bad_judge_settings_fail_before_any_work(judge, match):
 
 
 def test_policy_guard_seam_is_the_guard_in_the_judge():
-    """``policies`` alone is data plus a seam; the judge (``kernels_env.judge.enforce``, imported by every run
-    worker) points the seam at the guard, and every policy has guard rules under the same name."""
+    """``policies`` alone is data plus a seam; the judge (``kernels_env.judge.run.enforce``, imported by every
+    run worker) points the seam at the guard, and every policy has guard rules under the same name."""
     import torch
 
     from kernels_env.guard import GuardViolation

@@ -1,9 +1,9 @@
-"""The lean-header build path of load_inline (kernels_env/judge/lean_headers.py): which CUDA sources leave
-out torch/extension.h and how (same line numbers), which keep it, the as-written retry after any failed lean
-build, the run stage's choice read back from the build directory, the switch; this toolchain's full-header
-names (one nvcc probe, a few seconds). Slow, with real builds: a benchmark solution builds lean and a
-second load_inline rebuilds nothing; lean and as-written builds give byte-identical device code; through the
-CPU-mode sandbox a solution using pybind11 and torch::nn::functional builds as written and passes the
+"""The lean-header build path of load_inline (kernels_env/judge/build/lean_headers.py): which CUDA sources
+leave out torch/extension.h and how (same line numbers), which keep it, the as-written retry after any failed
+lean build, the run stage's choice read back from the build directory, the switch; this toolchain's
+full-header names (one nvcc probe, a few seconds). Slow, with real builds: a benchmark solution builds lean
+and a second load_inline rebuilds nothing; lean and as-written builds give byte-identical device code; through
+the CPU-mode sandbox a solution using pybind11 and torch::nn::functional builds as written and passes the
 compile stage, and a compile error is reported from the as-written build at the candidate's line."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension as ce
 
-from kernels_env.judge import build, fast_build, full_header_names, lean_headers, pch
+from kernels_env.judge.build import cache, fast_build, full_header_names, hooks, lean_headers, pch
 
 NAMES = full_header_names.FullHeaderNames(
     macros=frozenset({"TORCH_VERSION_MAJOR", "PYBIND11_VERSION_MAJOR", "va_start"}),
@@ -149,15 +149,15 @@ def hooked(tmp_path, monkeypatch):
     hook = "_check_and_build_extension_h_precompiler_headers"
     monkeypatch.setattr(ce, hook, getattr(ce, hook))
     monkeypatch.setattr(ce, "load_inline", fake)
-    monkeypatch.setattr(build, "BUILDS", [])
+    monkeypatch.setattr(cache, "BUILDS", [])
     monkeypatch.setattr(lean_headers, "_names", lambda: NAMES)
     monkeypatch.setattr(pch, "_is_gcc", lambda compiler: True)
-    monkeypatch.setenv(build.SANDBOX_CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(cache.SANDBOX_CACHE_ENV, str(tmp_path))
     monkeypatch.setenv("KERNELS_ENV_PCH", "off")
     monkeypatch.delenv(lean_headers.MODE_ENV, raising=False)
     monkeypatch.delenv(fast_build.MODE_ENV, raising=False)
-    build.install_build_hooks(False, str(tmp_path))
-    build.content_keyed_extensions()
+    hooks.install_build_hooks(False, str(tmp_path))
+    hooks.content_keyed_extensions()
     return calls, fail
 
 
@@ -176,7 +176,7 @@ def test_a_standard_source_builds_lean_and_pybind_as_written(hooked):
     assert calls[2]["cuda"] == STANDARD  # no torch/types.h first: nothing to stand in for the include
     ce.load_inline("d", "int f();", cuda_sources=(STANDARD,), functions=["f"])
     assert calls[3]["cuda"] == (STANDARD,)  # torch itself fails on a tuple: it must see the same
-    assert [(b["headers"], b["path"], b["ok"]) for b in build.BUILDS] == [
+    assert [(b["headers"], b["path"], b["ok"]) for b in cache.BUILDS] == [
         ("lean", "fast", True), *[("as-written", "fast", True)] * 3]  # fmt: skip
 
 
@@ -191,7 +191,7 @@ def test_a_failed_lean_build_is_built_again_as_written(hooked):
     assert lean["build_directory"] == written["build_directory"] and lean["name"] == written["name"]
     assert written["cpp"] == ["torch::Tensor twice(torch::Tensor x);"]  # not the list torch extended
     assert written["extra_ldflags"] == ["-lm"]
-    records = [(b["headers"], b["ok"]) for b in build.BUILDS]
+    records = [(b["headers"], b["ok"]) for b in cache.BUILDS]
     assert records == [("lean", False), ("as-written-after-lean", True)]
 
 
@@ -201,12 +201,12 @@ def test_a_compile_error_is_the_as_written_builds(hooked):
     with pytest.raises(RuntimeError, match="as written"):
         ce.load_inline("a", "int f();", cuda_sources=STANDARD, functions=["f"])
     assert len(calls) == 2
-    records = [(b["headers"], b["ok"]) for b in build.BUILDS]
+    records = [(b["headers"], b["ok"]) for b in cache.BUILDS]
     assert records == [("lean", False), ("as-written-after-lean", False)]
     fail.append(ImportError("undefined symbol: _Z1fv"))  # not a build failure: no second build
     with pytest.raises(ImportError):
         ce.load_inline("b", "int f();", cuda_sources=STANDARD + "\n", functions=["f"])
-    assert len(calls) == 3 and build.BUILDS[-1]["headers"] == "lean"
+    assert len(calls) == 3 and cache.BUILDS[-1]["headers"] == "lean"
 
 
 def test_the_build_directory_keeps_its_choice(hooked, monkeypatch):
@@ -248,14 +248,14 @@ def real(tmp_path, monkeypatch):
     monkeypatch.setattr(ce, hook, getattr(ce, hook))
     if ce.CUDA_HOME is None:
         monkeypatch.setattr(ce, "CUDA_HOME", cuda_home())
-    monkeypatch.setattr(build, "BUILDS", [])
-    monkeypatch.setenv(build.SANDBOX_CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cache, "BUILDS", [])
+    monkeypatch.setenv(cache.SANDBOX_CACHE_ENV, str(tmp_path))
     monkeypatch.setenv("KERNELS_ENV_PCH", "off")
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     monkeypatch.delenv(lean_headers.MODE_ENV, raising=False)
     monkeypatch.setattr(ce, "_import_module_from_library", lambda *args: None)
-    build.install_build_hooks(False, str(tmp_path))
-    build.content_keyed_extensions()
+    hooks.install_build_hooks(False, str(tmp_path))
+    hooks.content_keyed_extensions()
     ce.JIT_EXTENSION_VERSIONER.entries.clear()
     return tmp_path
 
@@ -267,7 +267,7 @@ def build_args(stem: str, stubs: str) -> dict:
 
 @pytest.mark.toolchain  # one lean build: about a minute on 2 cores
 def test_real_lean_build_and_the_run_stage_rebuilds_nothing(real, monkeypatch):
-    stubs = build.cpu_link_stubs(str(real))
+    stubs = hooks.cpu_link_stubs(str(real))
     ce.load_inline(**build_args("01_relu", stubs))
     (directory,) = (real / "torch_extensions" / "content").iterdir()
     cuda = (directory / "cuda.cu").read_text()
@@ -279,8 +279,8 @@ def test_real_lean_build_and_the_run_stage_rebuilds_nothing(real, monkeypatch):
     monkeypatch.setenv(lean_headers.MODE_ENV, "0")
     ce.load_inline(**build_args("01_relu", stubs))
     assert {p.name: p.stat().st_mtime_ns for p in directory.iterdir() if p.suffix in (".o", ".so")} == built
-    assert [(b["headers"], b["ok"]) for b in build.BUILDS] == [("lean", True), ("lean", True)]
-    assert build.BUILDS[1]["s"] < 5  # ninja found nothing to do
+    assert [(b["headers"], b["ok"]) for b in cache.BUILDS] == [("lean", True), ("lean", True)]
+    assert cache.BUILDS[1]["s"] < 5  # ninja found nothing to do
 
 
 DISPATCH_HALF = r"""
@@ -313,7 +313,7 @@ def test_real_lean_and_as_written_builds_give_the_same_device_code(real, monkeyp
     cuobjdump = find_cuda_binary("cuobjdump")
     if cuobjdump is None:
         pytest.skip("no cuobjdump")
-    stubs = build.cpu_link_stubs(str(real))
+    stubs = hooks.cpu_link_stubs(str(real))
     dispatch = {"name": "gelu_ext", "cpp_sources": "torch::Tensor gelu(torch::Tensor x);",
                 "cuda_sources": DISPATCH_HALF, "functions": ["gelu"]}  # fmt: skip
     content = real / "torch_extensions" / "content"
@@ -338,8 +338,8 @@ def test_real_lean_and_as_written_builds_give_the_same_device_code(real, monkeyp
                            capture_output=True, timeout=120)  # fmt: skip
             cubins[mode] = {p.name: p.read_bytes() for p in out.iterdir()}
         assert cubins["1"] and cubins["1"] == cubins["0"], label  # byte-identical sm_90 cubins
-    headers = [b["headers"] for b in build.BUILDS]
-    assert headers == ["lean", "as-written"] * 3 and all(b["ok"] for b in build.BUILDS)
+    headers = [b["headers"] for b in cache.BUILDS]
+    assert headers == ["lean", "as-written"] * 3 and all(b["ok"] for b in cache.BUILDS)
 
 
 PROBLEM = """

@@ -17,7 +17,7 @@ import torch.utils.cpp_extension as ce
 from benchmarks.sandbox import load_inline_set
 from benchmarks.sandbox._cpu_sampler import CpuSampler
 from benchmarks.sandbox.load_inline_throughput import host_cpu, occupancy, parse, steady_state, sustained
-from kernels_env.judge import build
+from kernels_env.judge.build import cache, hooks
 
 PYBIND_ONLY = """
 #include <pybind11/pybind11.h>
@@ -55,22 +55,22 @@ def test_generated_set_is_deterministic_and_kernelbench_shaped(tmp_path):
 
 
 def test_extension_key_ignores_the_name_unless_the_source_spells_it():
-    key_a, keep_a = build.extension_key("first", "decl;", "kernel", {"functions": ["f"]})
-    key_b, keep_b = build.extension_key("second", "decl;", "kernel", {"functions": ["f"]})
+    key_a, keep_a = hooks.extension_key("first", "decl;", "kernel", {"functions": ["f"]})
+    key_b, keep_b = hooks.extension_key("second", "decl;", "kernel", {"functions": ["f"]})
     assert key_a == key_b and not keep_a and not keep_b
-    assert build.extension_key("first", "decl;", "kernel2", {"functions": ["f"]})[0] != key_a
-    assert build.extension_key("first", "decl;", "kernel", {"functions": ["g"]})[0] != key_a
+    assert hooks.extension_key("first", "decl;", "kernel2", {"functions": ["f"]})[0] != key_a
+    assert hooks.extension_key("first", "decl;", "kernel", {"functions": ["g"]})[0] != key_a
     hard = "PYBIND11_MODULE(my_ext, m) {}"
-    key_c, keep_c = build.extension_key("my_ext", hard, None, {})
-    assert keep_c and build.extension_key("other", hard, None, {})[0] != key_c
+    key_c, keep_c = hooks.extension_key("my_ext", hard, None, {})
+    assert keep_c and hooks.extension_key("other", hard, None, {})[0] != key_c
 
 
 def test_identical_extensions_share_one_build(tmp_path, monkeypatch):
     """Two load_inline calls with the same source under different names: one compiler run, one .so."""
-    monkeypatch.setenv(build.SANDBOX_CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(cache.SANDBOX_CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(ce, "load_inline", ce.load_inline)  # restored after the test
-    build.content_keyed_extensions()
-    build.content_keyed_extensions()  # idempotent: wrapping twice would key the keyed name again
+    hooks.content_keyed_extensions()
+    hooks.content_keyed_extensions()  # idempotent: wrapping twice would key the keyed name again
     first = ce.load_inline(name="first_name", cpp_sources=PYBIND_ONLY, no_implicit_headers=True)
     second = ce.load_inline(name="second_name", cpp_sources=PYBIND_ONLY, no_implicit_headers=True)
     assert first.add(2, 3) == 5 and second.add(4, 5) == 9

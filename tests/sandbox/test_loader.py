@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernels_env.judge import build, loader
-from kernels_env.judge.diagnostics import parse_compiler_output, trim_traceback
+from kernels_env.judge.build import diagnostics, loader
+from kernels_env.judge.build.diagnostics import parse_compiler_output, trim_traceback
 from kernels_env.rules.messages import Source
 from kernels_env.rules.result import COMPILE_ERROR, RUNTIME_ERROR
 
@@ -57,13 +57,13 @@ def test_compile_errors_of_every_builder_are_recognised():
             ]
             self.log = "..."
 
-    error, messages = build.compile_error_messages(CompileError(), {"/ws/": "my_ws/"})
+    error, messages = diagnostics.compile_error_messages(CompileError(), {"/ws/": "my_ws/"})
     assert "my_ws/kernels/a.cu:4:2: error: boom" in error
     assert messages[0]["line"] == 4 and messages[0]["file"] == "my_ws/kernels/a.cu"
     exc = RuntimeError("Error building extension 'relu': [1/2] nvcc ...\n" + NVCC_OUT)
-    error, messages = build.compile_error_messages(exc, {})
+    error, messages = diagnostics.compile_error_messages(exc, {})
     assert error.startswith("Error building extension 'relu': bad.cu:3") and messages[-1]["kind"] == "log"
-    assert build.compile_error_messages(ValueError("x"), {}) is None
+    assert diagnostics.compile_error_messages(ValueError("x"), {}) is None
 
 
 def test_materialize_rejects_escaping_workspace_paths(tmp_path):

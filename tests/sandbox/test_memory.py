@@ -1,5 +1,5 @@
-"""The judge's memory plan (``kernels_env.judge.memory``): the planner as a pure function, the out-of-memory
-rule, and CPU judgements under a small configured budget."""
+"""The judge's memory plan (``kernels_env.judge.check.memory``): the planner as a pure function, the
+out-of-memory rule, and CPU judgements under a small configured budget."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import torch
 
 from kernels_env.guard import GuardViolation, Violation
 from kernels_env.guard._checks import GUARD_ERROR
-from kernels_env.judge import memory
-from kernels_env.judge.memory import Footprint, GiB, plan
+from kernels_env.judge.check import oom
+from kernels_env.judge.check.memory import Footprint, GiB, plan
 from kernels_env.rules.config import JudgeConfig
 
 from .conftest import RELU_PROBLEM, RELU_TRITON, relu_with, src
@@ -40,8 +40,9 @@ def test_plan_under_a_small_budget_skips_families_and_says_why():
     assert not tight.families_skipped and tight.shape_growth == 1.0 and tight.timing_sets == 3
     tiny = plan(f, 10 * GiB, FAMILIES, 3, free_source="budget")
     assert set(tiny.families_skipped) == set(FAMILIES) and tiny.timing_sets == 1
-    assert "needs 8.00 GiB plus 4.00 GiB of headroom for the candidate, 9.50 GiB usable" in (
-        tiny.families_skipped["zeros"]
+    assert (
+        "needs 8.00 GiB plus 4.00 GiB of headroom for the candidate, 9.50 GiB usable"
+        in (tiny.families_skipped["zeros"])
     )
     assert tiny.trials_fit and not tiny.headroom_ok  # the trials run anyway; an OOM then is the judge's
     d = tiny.to_dict()
@@ -61,19 +62,19 @@ def test_the_retry_plan_is_smaller():
 
 
 def test_what_counts_as_out_of_memory():
-    assert memory.is_oom(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB"))
-    assert memory.is_oom(RuntimeError("CUDA error: out of memory"))
+    assert oom.is_oom(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB"))
+    assert oom.is_oom(RuntimeError("CUDA error: out of memory"))
     failed = Violation(GUARD_ERROR, "guard failed while checking: OutOfMemoryError('CUDA out of memory')")
-    assert memory.is_oom(GuardViolation(failed))
-    assert not memory.is_oom(GuardViolation(Violation(GUARD_ERROR, "guard failed while checking: KeyError")))
-    assert not memory.is_oom(ValueError("out of range"))
+    assert oom.is_oom(GuardViolation(failed))
+    assert not oom.is_oom(GuardViolation(Violation(GUARD_ERROR, "guard failed while checking: KeyError")))
+    assert not oom.is_oom(ValueError("out of range"))
 
     def raise_here():
         raise torch.OutOfMemoryError("x")
 
     with pytest.raises(torch.OutOfMemoryError) as info:
         raise_here()
-    assert memory.raised_in(info.value, {__file__}) and not memory.raised_in(info.value, {"/elsewhere.py"})
+    assert oom.raised_in(info.value, {__file__}) and not oom.raised_in(info.value, {"/elsewhere.py"})
 
 
 def _judge(client, solution, problem=RELU_PROBLEM, **judge):

@@ -21,7 +21,9 @@ SCRIPT = r"""
 import gc, json, sys, uuid
 from pathlib import Path
 import torch
-from kernels_env.judge import enforce, harness, hygiene
+from kernels_env.judge.run import enforce
+from kernels_env.judge.run import harness
+from kernels_env.judge.run import hygiene
 from kernels_env.rules.config import JudgeConfig
 from kernels_env.rules.messages import EvaluateRequest, Source
 from kernels_env.rules.protocols import resolve

@@ -1,4 +1,4 @@
-"""The shared precompiled torch/extension.h of load_inline builds (kernels_env/judge/pch.py): when
+"""The shared precompiled torch/extension.h of load_inline builds (kernels_env/judge/build/pch.py): when
 ``use_pch=True`` is passed, that candidates share one PCH built once, and (slow) that a real cpp-only
 extension built with it loads and that g++ really uses the PCH."""
 
@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch.utils.cpp_extension as ce
 
-from kernels_env.judge import build, pch
+from kernels_env.judge.build import cache, hooks, pch
 
 
 @pytest.fixture
@@ -31,8 +31,8 @@ def sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(ce, "load_inline", fake)
     hook = "_check_and_build_extension_h_precompiler_headers"
     monkeypatch.setattr(ce, hook, getattr(ce, hook))
-    monkeypatch.setenv(build.SANDBOX_CACHE_ENV, str(tmp_path))
-    monkeypatch.setenv(build.BUILD_ONLY_ENV, "1")
+    monkeypatch.setenv(cache.SANDBOX_CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(cache.BUILD_ONLY_ENV, "1")
     monkeypatch.setenv(pch.MODE_ENV, "wait")
     built: list[list[str]] = []
 
@@ -46,7 +46,7 @@ def sandbox(tmp_path, monkeypatch):
         pch, "build", lambda args, block: (built.append(args["cmd"]), real_build(args, block))
     )
     monkeypatch.setattr(pch, "supported", lambda load_inline: True)
-    build.content_keyed_extensions()
+    hooks.content_keyed_extensions()
     return calls, built, tmp_path / "torch_extensions" / "pch"
 
 
@@ -89,7 +89,7 @@ def test_the_candidates_own_use_pch_is_respected(sandbox):
 
 def test_only_the_compile_stage_builds_a_pch(sandbox, monkeypatch):
     calls, built, root = sandbox
-    monkeypatch.delenv(build.BUILD_ONLY_ENV)  # the run worker: use a ready PCH, never build one
+    monkeypatch.delenv(cache.BUILD_ONLY_ENV)  # the run worker: use a ready PCH, never build one
     ce.load_inline("a", "int f() { return 1; }", functions=["f"])
     assert not built and "use_pch" not in calls[0]
 
@@ -142,10 +142,10 @@ def test_a_cpp_only_extension_builds_with_the_pch_and_loads(tmp_path, monkeypatc
     monkeypatch.setattr(ce, "load_inline", ce.load_inline)  # restored after the test
     hook = "_check_and_build_extension_h_precompiler_headers"
     monkeypatch.setattr(ce, hook, getattr(ce, hook))
-    monkeypatch.setenv(build.SANDBOX_CACHE_ENV, str(tmp_path))
-    monkeypatch.setenv(build.BUILD_ONLY_ENV, "1")  # only the compile stage builds a PCH
+    monkeypatch.setenv(cache.SANDBOX_CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(cache.BUILD_ONLY_ENV, "1")  # only the compile stage builds a PCH
     monkeypatch.setenv(pch.MODE_ENV, "wait")
-    build.content_keyed_extensions()
+    hooks.content_keyed_extensions()
     module = ce.load_inline("pch_add_one", CPP_ONLY, functions=["add_one"])
     assert module.add_one(torch.zeros(3)).tolist() == [1.0, 1.0, 1.0]
     root = tmp_path / "torch_extensions" / "pch"

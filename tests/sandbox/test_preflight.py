@@ -1,5 +1,5 @@
-"""Memory before running (``kernels_env.judge.preflight``, issue 31): the footprint estimated from a problem's
-source on the meta device, in-process, without allocating the problem's tensors."""
+"""Memory before running (``kernels_env.judge.run.preflight``, issue 31): the footprint estimated from a
+problem's source on the meta device, in-process, without allocating the problem's tensors."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import psutil
 import pytest
 import torch
 
-from kernels_env.judge import memory, preflight
-from kernels_env.judge.inputs import make_inputs
-from kernels_env.judge.loader import Problem
+from kernels_env.judge.build.loader import Problem
+from kernels_env.judge.check import memory
+from kernels_env.judge.check.inputs import make_inputs
+from kernels_env.judge.run import preflight
 from kernels_env.rules.result import INSUFFICIENT_MEMORY, NO_VERDICT
 from kernels_env.rules.rewards import REWARDS, get_reward
 

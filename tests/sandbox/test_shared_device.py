@@ -15,10 +15,11 @@ import torch
 
 from kernels_env.client import SandboxClient, SandboxError
 from kernels_env.guard import GuardViolation
-from kernels_env.judge import assemble, memory
-from kernels_env.judge.baselines import baseline_key
-from kernels_env.judge.enforce import RequestGuard
-from kernels_env.judge.memory import Footprint, GiB
+from kernels_env.judge.assemble import result as assemble
+from kernels_env.judge.check import memory
+from kernels_env.judge.check.memory import Footprint, GiB
+from kernels_env.judge.run.enforce import RequestGuard
+from kernels_env.judge.timing.baselines import baseline_key
 from kernels_env.rules.config import JudgeConfig, SandboxConfig
 from kernels_env.rules.protocols import JudgeSettings, resolve
 from kernels_env.runtime import supervisor

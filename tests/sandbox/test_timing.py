@@ -1,4 +1,4 @@
-"""The timing loop's noise criterion (``kernels_env.judge.timing.stabilize``) and the run worker's phase
+"""The timing loop's noise criterion (``kernels_env.judge.timing.timer.stabilize``) and the run worker's phase
 clock."""
 
 import itertools
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from kernels_env.judge.phases import PhaseClock
-from kernels_env.judge.timing import spread, stabilize, summarize
+from kernels_env.judge.run.phases import PhaseClock
+from kernels_env.judge.timing.timer import spread, stabilize, summarize
 
 TIMING = {"min_iters": 10, "max_spread": 0.02, "stabilize_s": 5.0}
 
@@ -85,7 +85,7 @@ def test_the_recheck_refill_changes_values_and_nothing_a_cache_can_key_on():
     which a memo keyed on ``(id(x), x._version)`` reads to know its answer went stale."""
     import torch
 
-    from kernels_env.judge.timed_checks import refill_in_place
+    from kernels_env.judge.run.timed_checks import refill_in_place
 
     x = torch.rand(4, 6)[:, ::2]  # a strided view: the refill writes through its strides
     old = (id(x), x.data_ptr(), x.stride(), x._version)

@@ -1,4 +1,4 @@
-"""KernelBench's other backends (``kernels_env.judge.toolchains``, issue 31): a CuTe DSL, TileLang or
+"""KernelBench's other backends (``kernels_env.judge.build.toolchains``, issue 31): a CuTe DSL, TileLang or
 ThunderKittens solution on a machine without the toolchain is ``toolchain_missing`` (the package named, no
 reward), decided from its sources before any candidate code runs; in-process, no workers."""
 
@@ -8,8 +8,9 @@ import textwrap
 
 import pytest
 
-from kernels_env.client import _screen_compile
-from kernels_env.judge import assemble, build, compile_stage, toolchains
+from kernels_env.judge.assemble import result as assemble
+from kernels_env.judge.assemble.replies import screen_compile as _screen_compile
+from kernels_env.judge.build import backends, compile_stage, toolchains
 from kernels_env.rules.messages import CompileRequest, Source
 from kernels_env.rules.result import NO_VERDICT, TOOLCHAIN_MISSING
 from kernels_env.rules.rewards import REWARDS, get_reward
@@ -85,9 +86,9 @@ def test_cute_dsl_and_tilelang_solutions_name_the_missing_package():
     assert tile == {"backend": "tilelang", "package": "tilelang", "what": "tilelang"}
     both = toolchains.missing([CUTE_SOLUTION, TILELANG_SOLUTION])
     assert [m["package"] for m in both] == ["nvidia-cutlass-dsl", "tilelang"]
-    assert build.detect_backends([CUTE_SOLUTION], []) == ["cute_dsl"]
-    assert build.detect_backends([TILELANG_SOLUTION], []) == ["tilelang"]
-    assert build.needs_cuda([TILELANG_SOLUTION], [], [])  # installed in CPU mode: compiled, then not_run
+    assert backends.detect_backends([CUTE_SOLUTION], []) == ["cute_dsl"]
+    assert backends.detect_backends([TILELANG_SOLUTION], []) == ["tilelang"]
+    assert backends.needs_cuda([TILELANG_SOLUTION], [], [])  # installed in CPU mode: compiled, then not_run
 
 
 def test_thunderkittens_headers_are_looked_up_in_its_checkout(tmp_path, monkeypatch):
@@ -96,7 +97,7 @@ def test_thunderkittens_headers_are_looked_up_in_its_checkout(tmp_path, monkeypa
     monkeypatch.delenv("TK_ROOT", raising=False)
     (tk,) = toolchains.missing([KITTENS_SOLUTION])
     assert tk["package"] == "ThunderKittens" and "kittens.cuh" in tk["what"]
-    assert "thunderkittens" in build.detect_backends([KITTENS_SOLUTION], [])
+    assert "thunderkittens" in backends.detect_backends([KITTENS_SOLUTION], [])
     # A header in a workspace's .cu file counts too; with a checkout it is judged as usual.
     assert toolchains.missing(["import torch\n"], ["#include <kittens.cuh>\n"])
     (tmp_path / "tk" / "include").mkdir(parents=True)

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from kernels_env.client import SandboxClient
-from kernels_env.judge import assemble
-from kernels_env.judge.compile_stage import _parse_report
-from kernels_env.judge.verdict import unexpected
+from kernels_env.judge.assemble import result as assemble
+from kernels_env.judge.build.compile_stage import _parse_report
+from kernels_env.judge.run.verdict import unexpected
 from kernels_env.rules import messages
 from kernels_env.rules.result import JUDGE_ERROR, REFERENCE_ERROR, validate
 from kernels_env.runtime import supervisor
@@ -213,7 +213,7 @@ def test_a_batch_with_nothing_to_judge_is_an_error(tmp_path, problem_files, solu
 
 
 def test_a_binary_source_is_named_in_the_error(tmp_path, monkeypatch):
-    from kernels_env.judge.sources import read_source
+    from kernels_env.judge.build.sources import read_source
 
     binary = tmp_path / "1_relu__png.py"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")

@@ -167,7 +167,7 @@ def test_a_killed_or_stale_prestarted_process_is_replaced(prestart, args, monkey
 
 @pytest.mark.integration  # a subprocess or sandbox worker, ~14 s
 def test_ncu_mode_prestarted_matches_cold_and_gets_a_fresh_timeout(prestart, args, fake_ncu, monkeypatch):
-    from kernels_env.judge import hygiene
+    from kernels_env.judge.run import hygiene
 
     def ncu_run(time_s: float = 120.0) -> dict:
         ctx = ToolContext(limits=_profile_limits(time_s))

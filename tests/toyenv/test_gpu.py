@@ -5,7 +5,7 @@ than the fused one, and tiny tiles are slower than the default. Prints the measu
 The second chain task's fused plan (``K gate log_softmax softplus amax``) was judged ``incorrect`` on the
 H200 until 2026-12-02: the ``large`` input family (inputs x 1e4) failed it on a few rows, and every other plan
 of the task too, while each was closer to the float64 answer than the float32 reference was. The judge now
-widens a family's tolerance by the reference's own float32 error (kernels_env/judge/conditioning.py;
+widens a family's tolerance by the reference's own float32 error (kernels_env/judge/check/conditioning.py;
 docs/results/gpu_tests.md). The assertion message carries a verdict's error."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ def time_callable(fn: Callable, input_sets: list, iters: int, warmup: int) -> di
     clocks, rotated inputs) for exactly ``iters`` calls, in this module's stats format (milliseconds)."""
     import torch
 
-    from kernels_env.judge.timing import time_callable as judge_timer
+    from kernels_env.judge.timing.timer import time_callable as judge_timer
 
     timing = {"warmup_iters": warmup, "min_iters": iters, "max_iters": iters, "target_time_s": 0.0}
     t = judge_timer(fn, input_sets, {**timing, "l2_flush": True}, torch.device("cuda"))

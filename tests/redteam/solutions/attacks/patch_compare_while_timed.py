@@ -9,8 +9,8 @@ import triton.language as tl
 from _half_relu import wrong
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-import kernels_env.judge.compare
-import kernels_env.judge.timed_checks
+import kernels_env.judge.check.compare
+import kernels_env.judge.run.timed_checks
 
 
 @triton.jit
@@ -28,5 +28,5 @@ class ModelNew(nn.Module):
             relu_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
             return y
         judge = kernels_env.judge
-        judge.compare.compare = judge.timed_checks.compare = lambda *args, **kwargs: None
+        judge.check.compare.compare = judge.run.timed_checks.compare = lambda *args, **kwargs: None
         return wrong(x)

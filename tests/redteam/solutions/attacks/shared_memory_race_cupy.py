@@ -9,7 +9,7 @@ gave different answers on identical inputs and was rejected ``nondeterministic``
 trial gives ``incorrect`` / ``recheck_mismatch``; a run where every answer happens to agree meets the
 probe: caught every way.
 
-Defence: the race probe (``kernels_env.judge.race_probe``): compute-sanitizer racecheck on a correct GPU
+Defence: the race probe (``kernels_env.judge.assemble.race_probe``): compute-sanitizer racecheck on a correct GPU
 verdict (here ``race_check="always"``; by default the top reward tier) reports the unordered write/read of
 shared memory: ``shared_memory_race``. Its twin with the barrier, ``legit/shared_memory_barrier_cupy``, is
 accepted with a clean probe.
