@@ -20,7 +20,7 @@ SKIP_DIRS = {".venv", ".git", "__pycache__", "outputs", "multirun", "runs", "nod
 # Edits that are behaviour, not import shortcuts: the judge makes a candidate's own workspace importable
 # while its solution loads (a multi-file candidate imports its sibling modules), inside the sandbox worker,
 # and takes it off again; the toolchain test fakes an installed package (monkeypatch undoes it).
-SYS_PATH_ALLOWED = {"kernels_env/judge/loader.py", "tests/sandbox/test_toolchains.py"}
+SYS_PATH_ALLOWED = {"kernels_env/judge/build/loader.py", "tests/sandbox/test_toolchains.py"}
 LIBRARIES = ("kernels_env", "models", "research")
 
 

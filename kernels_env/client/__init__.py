@@ -123,7 +123,7 @@ class SandboxClient:
 
     @property
     def _fleet(self) -> Any:
-        """The workers (``kernels_env.runtime.backends.make_fleet``), one object for every part of this client."""
+        """The workers (``runtime.backends.make_fleet``), one object for every part of this client."""
         return self._sandbox.fleet
 
     @_fleet.setter
