@@ -161,13 +161,13 @@ def test_kernels_env_internal_layering():
 def test_layering_checker_catches_crossings():
     assert layering_violations("from ..judge import harness", "kernels_env.rules.config") == [
         "kernels_env.judge",
-        "kernels_env.judge.harness",
+        "kernels_env.judge.run.harness",
     ]
-    assert layering_violations("from ..client import SandboxClient", "kernels_env.judge.loader")
-    assert layering_violations("from ..runtime.supervisor import Worker", "kernels_env.judge.harness")
+    assert layering_violations("from ..client import SandboxClient", "kernels_env.judge.build.loader")
+    assert layering_violations("from ..runtime.supervisor import Worker", "kernels_env.judge.run.harness")
     assert layering_violations("from ..judge.loader import load", "kernels_env.guard._checks")
     assert layering_violations("from ..cli.audit import run", "kernels_env.reports.audit")
-    assert not layering_violations("from ..rules.result import CORRECT", "kernels_env.judge.harness")
+    assert not layering_violations("from ..rules.result import CORRECT", "kernels_env.judge.run.harness")
     assert not layering_violations("from . import compare", "kernels_env.judge", is_package=True)
 
 

@@ -25,7 +25,7 @@ others), busy core-seconds per verdict there and over the whole run, and the hos
 Then ``reuse``: the first solution again under another extension name and file name, whose compile
 must be a cache hit (content-addressed builds, docs/sandbox.md). ``build_paths`` counts the builds by the CUDA
 source they compiled (``headers``: ``lean``, ``as-written``, ``as-written-after-lean``; see
-kernels_env/judge/lean_headers.py), by compiler flags (``path``: ``fast``, ``plain``, ``plain-after-fast``)
+judge/build/lean_headers.py), by compiler flags (``path``: ``fast``, ``plain``, ``plain-after-fast``)
 and by the shared PCH (``use_pch``); each candidate lists its own. GPU, versions, date and the commit are
 recorded. ``--smoke``: CPU mode, 2 candidates, no timing (CUDA is compiled, not run: ``not_run``).
 """

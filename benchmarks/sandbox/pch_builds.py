@@ -1,5 +1,5 @@
 """Build time of KernelBench-style load_inline solutions through the sandbox's build hooks, without and with
-its shared precompiled torch/extension.h (kernels_env/judge/pch.py; issue 12).
+its shared precompiled torch/extension.h (kernels_env/judge/build/pch.py; issue 12).
 
     python -m benchmarks.sandbox.pch_builds [--solutions 01_relu,23_add,29_row_sum] [--json out.json]
 

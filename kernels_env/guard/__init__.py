@@ -5,7 +5,7 @@ PyTorch at the function and dispatch levels, poisons fresh memory, audits the pr
 census, watches threads, streams, launch errors, global torch state and introspection, and raises
 ``GuardViolation`` (check name + evidence) when a rule is broken. ``check_outputs`` and friends judge what the
 forward returned; ``Integrity`` and ``TorchGlobalState`` protect timer/checker code and precision flags
-around timing. The judge (``kernels_env.judge.enforce``, used by the run worker) calls all of it in the
+around timing. The judge (``kernels_env.judge.run.enforce``, used by the run worker) calls all of it in the
 order of docs/reward_hacks.md, "The judge's pipeline".
 
 May import: the standard library, torch, numpy, psutil; triton/cupy only when a solution already loaded them.

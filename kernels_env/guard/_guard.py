@@ -293,7 +293,7 @@ class Guard:
         try:
             self._finish(exc)
         except torch.OutOfMemoryError:
-            raise  # the guard's own copies did not fit: the judge's failure (judge.memory), never a verdict
+            raise  # the guard's own copies did not fit: the judge's failure (check.memory), never a verdict
         except Exception as internal:  # noqa: BLE001 - fail closed with the reason
             self.violations.append(
                 Violation(_checks.GUARD_ERROR, f"guard failed while checking: {internal!r}")

@@ -4,7 +4,7 @@ With ``SandboxConfig.run_workers_per_gpu`` N > 1 the run workers of one GPU over
 (imports, correctness trials and families, inductor code generation, Python overhead), but every timed
 measurement must have the GPU to itself. Each run worker holds this lock **shared** while it may have GPU work
 in flight (a whole request, from the first candidate or reference code until the device is synchronised at
-its end) and **exclusive** while it times (``kernels_env.judge.gpu_share`` says where). Only with N > 1 (on
+its end) and **exclusive** while it times (``judge.timing.gpu_share`` says where). Only with N > 1 (on
 CUDA, or on a CPU through ``CPU_HOOK`` for tests) is a lock made at all; with N = 1 nothing here runs.
 
 Files, in the fleet's private temp directory, one pair per physical GPU (keyed by its ``CUDA_VISIBLE_DEVICES``

@@ -86,7 +86,7 @@ class JudgeConfig:
     order: str | None = None  # alternate | reference_first | candidate_first
     atol: float | None = None  # overrides every dtype's tolerance
     rtol: float | None = None
-    input_family: str = "random"  # name in the input-family registry (kernels_env.judge.inputs)
+    input_family: str = "random"  # name in the input-family registry (kernels_env.judge.check.inputs)
     families: list[str] | None = None  # adversarial families after the trials (None: the protocol's; [] none)
     fatal_families: list[str] | None = None  # families whose failure is 'incorrect' (None: the protocol's)
     time_candidate: bool = True  # False: correctness only (no timings, speedups or speed tiers)
@@ -94,7 +94,7 @@ class JudgeConfig:
     # when it is less than what the device has free; None: the device's free memory.
     memory_budget_gb: float | None = None
     baselines: list[str] = field(default_factory=lambda: ["eager", "compile", "max-autotune"])
-    # compute-sanitizer racecheck on a correct GPU verdict (kernels_env.judge.race_probe): "top_tier" (only
+    # compute-sanitizer racecheck on a correct GPU verdict (judge.assemble.race_probe): "top_tier" (only
     # when the candidate beat every measured baseline by the reward's margin: where a race that passes under
     # typical scheduling would be paid most), "always", or "off". One extra forward under the sanitizer.
     race_check: str = "top_tier"

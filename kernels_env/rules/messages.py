@@ -123,10 +123,10 @@ class ToolRequest:
 @dataclass
 class Progress:
     """A run worker entered a stage of a request (tells a timeout where the candidate hung). An empty
-    ``stage`` changes none; the other fields tell the host-memory limit (``kernels_env.judge.memory``) whose
+    ``stage`` changes none; the other fields tell the host-memory limit (``judge.check.memory``) whose
     code runs (``owner``: judge | candidate), what the judge and the reference may hold on top of the limit
     (``host_bytes``) and the memory plan (kept for the verdict when the worker is killed). ``gpu_waiting``:
-    the worker started (True) or stopped (False) waiting for its GPU's lock (``kernels_env.judge.gpu_share``):
+    the worker started (True) or stopped (False) waiting for its GPU's lock (``judge.timing.gpu_share``):
     time the supervisor does not count against the request's limit."""
 
     kind: ClassVar[str] = "progress"

@@ -6,7 +6,7 @@ enforces it (``decide``: which PyTorch operators, from which origin; the kernel 
 and which count as the solution's own work). The operator sets are in ``rules.operators``.
 
 Enforcement is a separate layer: ``policy_guard(policy)`` is the one seam, and ``ModelNew.forward`` always
-runs inside the context manager it returns. The judge (``kernels_env.judge.enforce``, imported by every run
+runs inside the context manager it returns. The judge (``judge.run.enforce``, imported by every run
 worker) points ``GUARD_FACTORY`` at ``kernels_env.guard``; without it (this module alone) the seam is a no-op
 and results say ``"guard_enforced": false``.
 """
@@ -153,7 +153,7 @@ GUARD_FACTORY: Callable[..., ContextManager[Any]] = _no_guard
 
 
 def policy_guard(policy: Policy | str, **context: Any) -> ContextManager[Any]:
-    """The context manager ``ModelNew.forward`` runs in (the guard, once ``judge.enforce`` installed it).
+    """The context manager ``ModelNew.forward`` runs in (the guard, once ``judge.run.enforce`` installed it).
 
     ``context`` carries what an enforcing guard may need (e.g. ``device``, ``stage``); a guard signals a
     violation by raising ``PolicyViolation``, which the harness turns into a ``rejected`` verdict.

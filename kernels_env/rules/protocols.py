@@ -109,13 +109,13 @@ class JudgeSettings:
     timing: dict[str, Any]  # TimingConfig as a dict (the worker may shorten it on CPU)
     allow_tf32: bool
     device: str
-    memory_budget_gb: float | None = None  # JudgeConfig.memory_budget_gb (kernels_env.judge.memory)
+    memory_budget_gb: float | None = None  # JudgeConfig.memory_budget_gb (kernels_env.judge.check.memory)
     # Run workers sharing the device (SandboxConfig.run_workers_per_gpu): the memory plan takes this one's
     # share of the device, and timings taken while it is above 1 are disturbed (and keyed apart) unless
     # ``timing_lock``: every timed measurement then held the device alone (kernels_env.host.gpu_lock).
     device_shared_by: int = 1
     timing_lock: bool = False
-    race_check: str = "top_tier"  # JudgeConfig.race_check (kernels_env.judge.race_probe)
+    race_check: str = "top_tier"  # JudgeConfig.race_check (kernels_env.judge.assemble.race_probe)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JudgeSettings:

@@ -114,7 +114,7 @@ class Fleet:
         """(run worker, compile worker) environments; a CUDA run worker gets its GPU on top of its own."""
         common = {"TRITON_CACHE_DIR": str(self.cache_dir / "triton"), **self.cache_env}
         if self.device != "cuda":
-            # The shared precompiled header (judge/pch.py) is a detached 70 s g++ run worth its time only
+            # The shared precompiled header (judge/build/pch.py): a detached 70 s g++ run, worth its time only
             # where throughput is measured; in CPU mode (laptops, CI) it stays off unless asked for.
             common["KERNELS_ENV_PCH"] = os.environ.get("KERNELS_ENV_PCH", "off")
         prestart = "1" if self.config.prestart_profiler else "0"

@@ -194,7 +194,7 @@ class Worker:
         is a forgery (only candidate code, never the worker, writes such lines)."""
         stage = ""
         seq = 0
-        # The host-memory limit of this request (kernels_env.judge.memory): the worker's own plus what the
+        # The host-memory limit of this request (judge.check.memory): the worker's own plus what the
         # judge and the reference may hold (``host_bytes``, at most the machine's memory); whose code runs.
         memory = {"owner": "", "host_bytes": 0, "memory_plan": None}
         gpu_wait = GpuWaitCredit(timeout_s)
@@ -332,7 +332,7 @@ class Worker:
 
 
 class GpuWaitCredit:
-    """A request's waits for its GPU's lock (progress ``gpu_waiting``, kernels_env.judge.gpu_share) move its
+    """A request's waits for its GPU's lock (progress ``gpu_waiting``, judge.timing.gpu_share) move its
     deadline: a worker queued behind a neighbour whose candidate hangs holding the GPU is not timed out for
     the neighbour's hang. At most ``limit_s`` (the request's own limit) in all, so a request ends in at most
     twice its limit whatever its worker claims."""

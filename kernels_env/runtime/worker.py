@@ -6,11 +6,11 @@ high, close-on-exec file descriptors before any candidate code runs: fd 0 become
 (stderr), so whatever a candidate reads or prints never touches the protocol. Progress messages and the reply
 of a request echo the request's nonce and count a sequence number (the supervisor rejects anything else).
 A run worker handles evaluate, baseline and GPU tool requests on one device; a compile worker forks a child
-per compile request (``kernels_env.judge.compile_stage``) and per CPU tool request
+per compile request (``kernels_env.judge.build.compile_stage``) and per CPU tool request
 (``kernels_env.tools._serve``).
 A request that leaves the device unusable (sticky CUDA error) is answered with ``fatal: true`` and the worker
 exits so its supervisor starts a fresh one.
-With a GPU lock (several run workers on one GPU, ``kernels_env.judge.gpu_share``) each request's GPU work
+With a GPU lock (several run workers on one GPU, ``judge.timing.gpu_share``) each request's GPU work
 runs under it, its health check included; its waits for the lock are announced as progress
 (``gpu_waiting``), so the supervisor does not count them against the request's limit, and reported in the
 reply (``gpu_lock_s``).
@@ -170,7 +170,7 @@ def _serve_run(channel: _Channel, requests: BinaryIO, messages, device_name: str
         return progress
 
     def report_for(request_id: str):
-        """Fields of a progress message that changes no stage (the host-memory limit's: judge.memory)."""
+        """Fields of a progress message that changes no stage (the host-memory limit's, check.memory)."""
 
         def report(**fields: Any) -> None:
             channel.send(messages.Progress(id=request_id, stage="", **fields))

@@ -1,5 +1,5 @@
 """The reference and the candidate as the tools see them, loaded by the sandbox's own loader
-(``kernels_env.judge.loader``) and fed by its input generator (``kernels_env.judge.inputs``), so a tool
+(``judge.build.loader``) and fed by its input generator (``kernels_env.judge.check.inputs``), so a tool
 imports, builds
 and runs a candidate exactly as the final evaluation will. Only ever called inside a sandbox process.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..judge.build import loader
-from ..judge.build.loader import LoadError, ProblemError
+from ..judge.build.errors import LoadError, ProblemError
 from ._context import ToolError
 
 SOLUTION_FILE = "model_new.py"

@@ -1,5 +1,5 @@
 """Find the kernels a candidate builds by importing it the way the harness does
-(``kernels_env.judge.loader``).
+(``kernels_env.judge.build.loader``).
 
 - Fast-path builds (``cuda_library``, ``workspace_library``, ``nvrtc_kernel``) run for real (cached; in the
   compile worker build-only) and are observed through the fast path's own hook

@@ -102,7 +102,7 @@ def reference_error(stage: str, error: str) -> dict[str, Any]:
 
 
 def toolchain_missing(lacking: Any, backends: Any) -> dict[str, Any]:
-    """A report for a solution whose backend's toolchain this machine lacks (``judge.toolchains``): no
+    """A report for a solution whose backend's toolchain this machine lacks (``judge.build.toolchains``): no
     reward, the packages named. Coerced: built from the compile worker's report."""
     items = [
         {k: _text(m.get(k), 200) for k in ("backend", "package", "what")}
@@ -297,7 +297,7 @@ def worker_failure(exc: Any, stage: str) -> dict[str, Any]:
     if exc.kind == "forgery":  # candidate code wrote to the protocol channel
         return {**forged(stage, exc.detail, exc.evidence), "messages": tail}
     plan = exc.evidence.get("memory_plan") if exc.kind == "memory" else None
-    if judges_memory(exc):  # killed at the host-memory limit while the judge's code ran (judge.memory)
+    if judges_memory(exc):  # killed at the host-memory limit while the judge's code ran (judge.check.memory)
         report = judge_error(stage, f"{exc.detail} (during {stage})")
         note = message("note", "not the candidate's failure: no reward; see judge.memory_plan")
         return {**report, "messages": [note, *tail], "memory_plan": plan}

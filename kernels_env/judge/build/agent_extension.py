@@ -11,7 +11,7 @@ never runs the workspace's ``utils/`` (in CUDA Agent's harness those are protect
 copy of them is just text: running it would let the candidate replace the judge's build). The built module
 is registered in ``sys.modules`` under its ``PYBIND11_MODULE`` name before ``model_new.py`` is imported, so a
 ``cuda_extension.py`` or prebuilt ``cuda_extension.so`` shipped in the workspace never stands in for it
-(binaries are not even read, ``judge.sources``).
+(binaries are not even read, ``judge.build.sources``).
 
 Builds are content-addressed: the C/C++/CUDA files are copied (only when changed, so ninja's timestamps
 hold) into ``<sandbox cache>/agent_extensions/<key>/src`` and built in ``.../build``, ``key`` being their

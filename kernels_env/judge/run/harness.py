@@ -420,7 +420,7 @@ def baselines(
         sample = _call_problem("get_inputs()", _input_sample, problem, device)
     except ProblemError as exc:
         return {"problem_error": str(exc)}
-    # Host memory the reference's timing holds (judge.memory): on a CPU its input sets, output and
+    # Host memory the reference's timing holds (judge.check.memory): on a CPU its input sets, output and
     # temporaries; on a GPU one set of inputs built on the host.
     one = max(nbytes(sample), 1)
     sets = max(1, min(int(s.timing["num_input_sets"]), memory.INPUT_BYTES_BUDGET[device.type] // one))
