@@ -159,7 +159,7 @@ def test_kernels_env_internal_layering():
 
 
 def test_layering_checker_catches_crossings():
-    assert layering_violations("from ..judge import harness", "kernels_env.rules.config") == [
+    assert layering_violations("from ..judge.run import harness", "kernels_env.rules.config") == [
         "kernels_env.judge",
         "kernels_env.judge.run.harness",
     ]
