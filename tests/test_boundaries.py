@@ -160,7 +160,7 @@ def test_kernels_env_internal_layering():
 
 def test_layering_checker_catches_crossings():
     assert layering_violations("from ..judge.run import harness", "kernels_env.rules.config") == [
-        "kernels_env.judge",
+        "kernels_env.judge.run",
         "kernels_env.judge.run.harness",
     ]
     assert layering_violations("from ..client import SandboxClient", "kernels_env.judge.build.loader")
