@@ -163,11 +163,11 @@ def test_layering_checker_catches_crossings():
         "kernels_env.judge.run",
         "kernels_env.judge.run.harness",
     ]
-    assert layering_violations("from ..client import SandboxClient", "kernels_env.judge.build.loader")
-    assert layering_violations("from ..runtime.supervisor import Worker", "kernels_env.judge.run.harness")
+    assert layering_violations("from ...client import SandboxClient", "kernels_env.judge.build.loader")
+    assert layering_violations("from ...runtime.supervisor import Worker", "kernels_env.judge.run.harness")
     assert layering_violations("from ..judge.loader import load", "kernels_env.guard._checks")
     assert layering_violations("from ..cli.audit import run", "kernels_env.reports.audit")
-    assert not layering_violations("from ..rules.result import CORRECT", "kernels_env.judge.run.harness")
+    assert not layering_violations("from ...rules.result import CORRECT", "kernels_env.judge.run.harness")
     assert not layering_violations("from . import compare", "kernels_env.judge", is_package=True)
 
 
