@@ -1,11 +1,15 @@
 """The judge's layout (kernels_env/judge/__init__.py): stage packages that import each other in one order,
-no import cycle among the judge's and the client's modules, no import of a project module hidden inside a
-function, no module over 500 lines. Static (the source's imports), in-process."""
+and no import of a project module hidden inside a function of the judge or the client (their lazy imports
+were how cycles hid). Import cycles and module sizes of the whole project: tests/test_layout.py. Static,
+in-process."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+from tests.test_layout import _modules as _project_modules
+from tests.test_layout import import_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTS = (ROOT / "kernels_env" / "judge", ROOT / "kernels_env" / "client")
@@ -54,61 +58,9 @@ def _imports(module: str, path: Path, inside_functions: bool = False) -> set[str
 
 
 def _graph() -> dict[str, set[str]]:
-    mods = _modules()
-    graph = {}
-    for name, path in mods.items():
-        deps = set()
-        for target in _imports(name, path) | _imports(name, path, inside_functions=True):
-            while target and target not in mods and "." in target:
-                target = target.rpartition(".")[0]
-            if target in mods and target != name:
-                deps.add(target)
-        graph[name] = deps
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-
-    def connect(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph.get(v, ()):
-            if w not in index:
-                connect(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                found.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            connect(v)
-    return found
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert cycles({"a": {"b"}, "b": set()}) == []
-
-
-def test_no_import_cycle_in_the_judge_or_the_client():
-    assert cycles(_graph()) == []
+    """The project's import graph (tests/test_layout.py) restricted to the judge's and client's modules."""
+    mine = _modules()
+    return {name: deps for name, deps in import_graph(_project_modules()).items() if name in mine}
 
 
 def test_no_project_import_is_hidden_in_a_function():
@@ -129,8 +81,3 @@ def test_stage_packages_import_only_the_stages_before_them():
         if extra:
             wrong[name] = sorted(extra)
     assert wrong == {}
-
-
-def test_no_module_over_500_lines():
-    long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > 500}
-    assert long == {}
