@@ -12,12 +12,12 @@ Writes results.jsonl, trajectories.jsonl and summary.json (Table 1 per level) in
 from __future__ import annotations
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import CONF, to_dataclass, user_errors
-from research.agent import AgentConfigError, GenerationConfig, RunConfig
+from experiments._hydra import CONF, user_errors
+from experiments._policy import run_config
+from research.agent import AgentConfigError, RunConfig
 
 
 def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
@@ -25,11 +25,9 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
     node = OmegaConf.to_container(cfg, resolve=True)
     node.pop("hydra", None)
     node["out_dir"] = node.get("out_dir") or out_dir
-    return to_dataclass(RunConfig, node, where="policy/agent/tasks/sandbox/judge")
+    return run_config(node)
 
 
-# conf/policy/flax.yaml takes its `generation` node (defaults included) from the dataclass
-ConfigStore.instance().store(group="policy/generation", name="schema", node=GenerationConfig)
 CONFIG_NAME = "agent"
 
 

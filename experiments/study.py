@@ -13,12 +13,12 @@ Eval writes <out_dir>/<run>.<split>.seed<seed>.json (study-results/1) and the ep
 from __future__ import annotations
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, to_dataclass, user_errors
-from research.agent import AgentConfigError, GenerationConfig, RunConfig
+from experiments._policy import run_config
+from research.agent import AgentConfigError, RunConfig
 from research.evaluation.study_eval import StudyConfig
 
 
@@ -28,11 +28,9 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/study") -> tuple[StudyCon
     node.pop("hydra", None)
     study = to_dataclass(StudyConfig, node.pop("study"), where="study")
     node["out_dir"] = node.get("out_dir") or out_dir
-    return study, to_dataclass(RunConfig, node, where="policy/agent/tasks/sandbox/judge")
+    return study, run_config(node)
 
 
-# conf/policy/flax.yaml takes its `generation` node (defaults included) from the dataclass
-ConfigStore.instance().store(group="policy/generation", name="schema", node=GenerationConfig)
 CONFIG_NAME = "study"
 
 

@@ -29,6 +29,7 @@ from .judge import assemble, race_probe
 from .judge.diagnostics import exception_line, truncate
 from .judge.sources import display_stem, input_hashes, read_source, source_hash
 from .rules import speed_of_light
+from .rules._registry import Registry
 from .rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from .rules.messages import BaselineRequest, CompileRequest, EvaluateRequest, Source
 from .rules.protocols import resolve
@@ -59,7 +60,8 @@ from .rules.summary import format_pass_rate, problem_set, read_batch_summary, su
 from .runtime.fleet import make_fleet
 from .runtime.supervisor import BrokenReference, JudgeFailure, SandboxError, WorkerFailure
 
-# The config dataclasses, the reward registry, the result schema and its one status vocabulary (with the
+# The config dataclasses, the project's one Registry type (research registers its own things in it), the
+# reward registry, the result schema and its one status vocabulary (with the
 # verdicts made outside the judge: ``Result.outside``), the KernelBench-style summary of many verdicts (and
 # the batch summary a results file has beside it, with its problem set) and the resumable results file
 # (keyed by name and input hashes) are part of the client API (research may import only the client,
@@ -78,6 +80,7 @@ __all__ = [
     "REFERENCE_ERROR",
     "REJECTED",
     "REWARDS",
+    "Registry",
     "RUNTIME_ERROR",
     "STATUSES",
     "TIMEOUT",

@@ -19,7 +19,8 @@ from .config import RunConfig
 from .episode import EpisodeResult, run_episode
 from .policies import Policy, make_policy
 from .summary import format_table1, table1
-from .tasks import Task, load_tasks
+from .task_sources import load_tasks
+from .tasks import Task
 
 log = logging.getLogger(__name__)
 RESULTS, TRAJECTORIES, SUMMARY = "results.jsonl", "trajectories.jsonl", "summary.json"
@@ -47,6 +48,8 @@ def run_agent(
 ) -> dict:
     """Run every task not yet in ``out_dir/results.jsonl``; returns the summary (also written). ``pick``:
     which of the loaded tasks run (e.g. a study protocol's split); None: all."""
+    if policy is None:
+        cfg.policy.check()  # a setting only the user can give, before any sandbox starts
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     own_policy, own_client = policy is None, client is None

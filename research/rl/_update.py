@@ -149,7 +149,7 @@ def prepare(state: TrainState, batch: RLBatch, ref_params, *, actor_def, critic_
     ref = None
     if lc.kl_penalty != "none":
         ref = logprobs(ref_def, ref_params, batch.tokens, cfg, layout=layout)
-        metrics["kl_ref"] = masked_mean(KL_ESTIMATORS.get("k3")(old, ref), m)
+        metrics["kl_ref"] = masked_mean(KL_ESTIMATORS.get_named("k3")(old, ref), m)
         if lc.kl_penalty == "k1_reward":
             rewards = rewards - lc.kl_coef * (old - ref) * m
     adv, ret = _advantages(batch, rewards, vals, m, cfg)
@@ -247,7 +247,7 @@ def _actor_loss(params, mb, dens, *, actor_def, cfg):
     need_entropy = lc.entropy_coef != 0.0
     out = logprobs(actor_def, params, mb.tokens, cfg, entropy=need_entropy, layout=packed(mb))
     lp, ent = out if need_entropy else (out, None)
-    pg, clipped, ratio = POLICY_LOSSES.get(lc.policy_loss)(lp, mb.old_logprobs, mb.advantages, lc)
+    pg, clipped, ratio = POLICY_LOSSES.get_named(lc.policy_loss)(lp, mb.old_logprobs, mb.advantages, lc)
     if mb.tis_weights is not None:  # truncated importance sampling (prepare): a constant per token
         pg = pg * mb.tis_weights
     pg_loss = num(pg, m) / dens["agg"]
@@ -256,7 +256,7 @@ def _actor_loss(params, mb, dens, *, actor_def, cfg):
     aux = {
         "pg_loss": pg_loss,
         "clip_frac": tok(clipped.astype(F32)),
-        "ppo_kl": tok(KL_ESTIMATORS.get("k3")(lp, mb.old_logprobs)),
+        "ppo_kl": tok(KL_ESTIMATORS.get_named("k3")(lp, mb.old_logprobs)),
         "ratio_mean": tok(ratio),
     }
     if need_entropy:
@@ -264,7 +264,7 @@ def _actor_loss(params, mb, dens, *, actor_def, cfg):
         loss = loss - lc.entropy_coef * ent_term
         aux["entropy_bonus"] = ent_term
     if lc.kl_penalty == "k3_loss":
-        kl_term = num(KL_ESTIMATORS.get("k3")(lp, mb.ref_logprobs), m) / dens["agg"]
+        kl_term = num(KL_ESTIMATORS.get_named("k3")(lp, mb.ref_logprobs), m) / dens["agg"]
         loss = loss + lc.kl_coef * kl_term
         aux["kl_loss"] = kl_term
     aux["actor_loss"] = loss
