@@ -16,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, user_errors
-from experiments._policy import run_config
+from experiments._policy import policy_keys_checked, run_config
 from research.agent import AgentConfigError, RunConfig
 
 
@@ -31,6 +31,7 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
 CONFIG_NAME = "agent"
 
 
+@policy_keys_checked(CONFIG_NAME)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.agent import run_agent

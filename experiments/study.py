@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, to_dataclass, user_errors
-from experiments._policy import run_config
+from experiments._policy import policy_keys_checked, run_config
 from research.agent import AgentConfigError, RunConfig
 from research.evaluation.study_eval import StudyConfig
 
@@ -34,6 +34,7 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/study") -> tuple[StudyCon
 CONFIG_NAME = "study"
 
 
+@policy_keys_checked(CONFIG_NAME)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from models import CheckpointError

@@ -67,3 +67,35 @@ def test_the_yaml_repeats_no_default_of_the_dataclass(name):
     defaults = raw.pop("defaults")
     assert defaults[0] == f"{name}_schema"  # the dataclass is the node's schema and the home of its defaults
     assert raw == {}, f"conf/policy/{name}.yaml repeats settings of {CONFIGS[name].__name__}: {raw}"
+
+
+@pytest.mark.parametrize(
+    ("entry", "argv", "line"),
+    [
+        ("agent", ["policy=openai", "policy.dtype=float32"], "policy=openai has no setting 'dtype'"),
+        ("agent", ["+policy.script=x.json"], "policy=toy has no setting 'script'"),  # the root's default
+        (
+            "study",
+            ["-m", "policy=scripted,flax", "policy.script=x.json"],
+            "policy=flax has no setting 'script'",
+        ),
+    ],
+)
+def test_a_command_line_setting_the_policy_lacks_is_one_line_exit_2(
+    entry, argv, line, tmp_path, monkeypatch, capsys
+):
+    from tests.hydra_mains import run_main
+
+    run_dir = tmp_path / "run"
+    argv = [*argv, f"hydra.run.dir={run_dir}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    assert run_main(entry, argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {line} (its settings: name, ") and err.count("\n") == 1
+    assert not run_dir.exists() and not (tmp_path / "sweep").exists()
+
+
+def test_the_settings_a_policy_has_pass_the_command_line_check():
+    from experiments._policy import check_policy_overrides
+
+    check_policy_overrides("agent", ["policy=flax", "policy.generation.backend=engine", "~policy.seed"])
+    check_policy_overrides("study", ["policy.model=runs/x", "policy=nope", "policy.anything=1"])  # Hydra's
