@@ -18,6 +18,7 @@ from kernels_env.session import WorkspaceSession
 from .config import RunConfig
 from .episode import EpisodeResult, run_episode
 from .policies import Policy, make_policy
+from .skills import SkillLibrary
 from .summary import format_table1, table1
 from .task_sources import load_tasks
 from .tasks import Task
@@ -82,8 +83,6 @@ def _run(cfg: RunConfig, out: Path, tasks: list[Task], policy: Policy, client: S
     policy.prepare(tasks)
     skills = None
     if cfg.agent.skills and cfg.agent.mode == "agentic" and policy.uses_skills:
-        from .skills import SkillLibrary
-
         skills = SkillLibrary()
     lock = threading.Lock()
 

@@ -30,8 +30,10 @@ import yaml
 
 from kernels_env.client import SandboxClient
 from research.agent import RunConfig, TasksConfig, make_policy, read_jsonl, run_agent
+from research.agent.data_tasks import read_records
 from research.agent.runner import RESULTS
 
+from .kernelbench import find_kernelbench
 from .paired import (
     HEADLINE,
     ResultsError,
@@ -160,8 +162,6 @@ def _split_picker(protocol: Protocol, split: str, chosen: list):
 def fix_protocol(study: StudyConfig, tasks: TasksConfig) -> Protocol:
     """Fix the protocol of a ``research.data`` task source (``tasks.source=data``) with ``study.fix`` and
     write it to ``study.protocol`` (never over a different one: ``write_protocol``)."""
-    from research.agent.data_tasks import read_records
-
     if not study.protocol:
         raise StudyError("study.mode=fix needs study.protocol=PATH/protocol.json (where to write it)")
     if tasks.source != "data":
@@ -190,8 +190,6 @@ def evaluate_split(study: StudyConfig, run: RunConfig, *, client: SandboxClient 
     if study.split == KERNELBENCH:
         if not protocol.config.kernelbench_dir:
             raise StudyError(f"the protocol at {path} has no {KERNELBENCH} split (no kernelbench_dir)")
-        from .kernelbench import find_kernelbench
-
         root = find_kernelbench(protocol.config.kernelbench_dir)
         run = dataclasses.replace(run, tasks=TasksConfig(source="dir", problems_dir=str(root)))
     if study.temperature is not None:

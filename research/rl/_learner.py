@@ -27,6 +27,7 @@ import models
 
 from . import _update
 from ._batch import RLBatch
+from ._checkpoint import restore_learner, save_learner
 from ._config import LearnerConfig
 from ._distributed import put_replicated
 from ._mesh import init_sharded
@@ -242,12 +243,8 @@ class Learner:
         return None if self.ref_def is None else nnx.merge(self.ref_def, self.ref_params)
 
     def save(self, path, *, cursor=None, extra: dict | None = None):
-        from ._checkpoint import save_learner
-
         return save_learner(path, self, cursor=cursor, extra=extra)
 
     def restore(self, path) -> dict:
         """Load a checkpoint of :meth:`save` into this learner (onto its mesh); returns the metadata."""
-        from ._checkpoint import restore_learner
-
         return restore_learner(path, self)

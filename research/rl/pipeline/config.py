@@ -13,6 +13,7 @@ from typing import Any
 
 from kernels_env.client import JudgeConfig, SandboxConfig
 from models import ModelConfig, ModelSpec
+from research.agent import TasksConfig
 from research.rollout import RolloutConfig
 from research.toyenv import CorpusConfig, ToyTaskConfig
 
@@ -36,8 +37,6 @@ def task_config(env: str, tasks: Any):
     """The typed task config of ``env`` from a dict (Hydra's node) or None (its defaults): the agent
     loop's ``research.agent.TasksConfig`` (a KernelBench directory, a research.data dataset, toy tasks
     as problems) or the toy environment's ``ToyTaskConfig``."""
-    from research.agent import TasksConfig
-
     kind = TasksConfig if env == "agent" else ToyTaskConfig
     if isinstance(tasks, kind):
         return tasks
