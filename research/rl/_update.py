@@ -1,5 +1,6 @@
 """The learner's pure functions: ``prepare`` (rollout-time log-probs, values, advantages) and the updates
-(PPO actor + critic, RFT, value pretraining), each one optimizer step with gradient accumulation over
+(PPO actor + critic, RFT, value pretraining, and ``actor_update`` on a loss of the caller's: the toy
+policy's pretraining), each one optimizer step (``_apply``), the first three with gradient accumulation over
 micro-batches. They take graphdefs, optimizers and configs as bound arguments (``functools.partial``) and
 are jitted by :class:`research.rl.Learner`.
 
@@ -340,6 +341,19 @@ def rft_update(state, batch, *, actor_def, actor_tx, cfg, mesh=None):
         n,
     )
     actor, actor_opt, metrics["actor_grad_norm"] = _apply(actor_tx, state.actor, state.actor_opt, grads)
+    return state._replace(actor=actor, actor_opt=actor_opt, step=state.step + 1), metrics
+
+
+def actor_update(state, batch, *, loss_fn, actor_def, actor_tx):
+    """One optimizer step of the actor on ``loss_fn(model, batch) -> (loss, metrics)`` (``batch``: any
+    pytree of the caller's); metrics are ``loss`` and the loss's own."""
+
+    def objective(params):
+        loss, aux = loss_fn(nnx.merge(actor_def, params), batch)
+        return loss, {"loss": loss, **aux}
+
+    grads, metrics = jax.grad(objective, has_aux=True)(state.actor)
+    actor, actor_opt, _ = _apply(actor_tx, state.actor, state.actor_opt, grads)
     return state._replace(actor=actor, actor_opt=actor_opt, step=state.step + 1), metrics
 
 
