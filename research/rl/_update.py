@@ -17,6 +17,7 @@ a padded row, and the advantages are computed on the trajectories' own padded la
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -330,18 +331,21 @@ def ppo_update(state, batch, *, actor_def, critic_def, actor_tx, critic_tx, cfg,
     return new, metrics
 
 
-def rft_update(state, batch, *, actor_def, actor_tx, cfg, mesh=None):
-    """One optimizer step of the actor on the NLL of policy tokens only (observation tokens masked)."""
+def _one_update(part: str, state, batch, loss, tx, cfg, mesh):
+    """One optimizer step of ``part`` alone (``actor`` or ``critic``) on ``loss(params, mb, dens)``,
+    accumulated over micro-batches; metrics are the loss's and ``<part>_grad_norm``."""
     n = micro_count(batch, cfg, mesh)
     dens = _dens(batch, cfg)
-    grads, metrics = accumulate(
-        lambda p, mb: _rft_loss(p, mb, dens, actor_def=actor_def, cfg=cfg),
-        state.actor,
-        split_micro(batch, n, mesh),
-        n,
-    )
-    actor, actor_opt, metrics["actor_grad_norm"] = _apply(actor_tx, state.actor, state.actor_opt, grads)
-    return state._replace(actor=actor, actor_opt=actor_opt, step=state.step + 1), metrics
+    params, opt = getattr(state, part), getattr(state, f"{part}_opt")
+    grads, metrics = accumulate(lambda p, mb: loss(p, mb, dens), params, split_micro(batch, n, mesh), n)
+    params, opt, metrics[f"{part}_grad_norm"] = _apply(tx, params, opt, grads)
+    return state._replace(**{part: params, f"{part}_opt": opt}, step=state.step + 1), metrics
+
+
+def rft_update(state, batch, *, actor_def, actor_tx, cfg, mesh=None):
+    """One optimizer step of the actor on the NLL of policy tokens only (observation tokens masked)."""
+    loss = functools.partial(_rft_loss, actor_def=actor_def, cfg=cfg)
+    return _one_update("actor", state, batch, loss, actor_tx, cfg, mesh)
 
 
 def actor_update(state, batch, *, loss_fn, actor_def, actor_tx):
@@ -359,13 +363,5 @@ def actor_update(state, batch, *, loss_fn, actor_def, actor_tx):
 
 def value_update(state, batch, *, critic_def, critic_tx, cfg, mesh=None):
     """One optimizer step of the critic towards the prepared batch's GAE returns (the policy is frozen)."""
-    n = micro_count(batch, cfg, mesh)
-    dens = _dens(batch, cfg)
-    grads, metrics = accumulate(
-        lambda p, mb: _critic_loss(p, mb, dens, critic_def=critic_def, cfg=cfg),
-        state.critic,
-        split_micro(batch, n, mesh),
-        n,
-    )
-    critic, critic_opt, metrics["critic_grad_norm"] = _apply(critic_tx, state.critic, state.critic_opt, grads)
-    return state._replace(critic=critic, critic_opt=critic_opt, step=state.step + 1), metrics
+    loss = functools.partial(_critic_loss, critic_def=critic_def, cfg=cfg)
+    return _one_update("critic", state, batch, loss, critic_tx, cfg, mesh)

@@ -209,13 +209,7 @@ class AgentEnv:
                 if not seat.started:
                     policy.batcher.release(1)
             traj = res.trajectory
-            traj.info.update(
-                level=res.level,
-                messages=res.messages,
-                usage=res.usage,
-                timings=res.timings,
-                errors=res.errors,
-            )
+            traj.info.update(res.context())
             return traj
 
         t0 = time.perf_counter()

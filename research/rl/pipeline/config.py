@@ -87,13 +87,21 @@ def _learner(actor_lr: float, critic_lr: float, **kw) -> LearnerConfig:
 
 
 @dataclass
-class WarmupConfig:
-    """Stage 1: single-turn PPO from the pretrained policy."""
+class PPOConfig:
+    """Stage 4: multi-turn PPO from the RFT actor and the pretrained critic."""
 
     steps: int = 20
+    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(turns=3, episodes=128, seed=3))
+    learner: LearnerConfig = field(default_factory=lambda: _learner(2e-5, 1e-4))
+    save_every: int = 10
+
+
+@dataclass
+class WarmupConfig(PPOConfig):
+    """Stage 1: single-turn PPO from the pretrained policy (stage 4's settings, its own defaults)."""
+
     rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(turns=1, episodes=128, seed=1))
     learner: LearnerConfig = field(default_factory=lambda: _learner(3e-5, 1e-4))
-    save_every: int = 10
 
 
 @dataclass
@@ -122,16 +130,6 @@ class ValueConfig:
     batch_size: int = 64
     on: str = "all"
     learner: LearnerConfig = field(default_factory=lambda: _learner(3e-5, 1e-4))
-    save_every: int = 10
-
-
-@dataclass
-class PPOConfig:
-    """Stage 4: multi-turn PPO from the RFT actor and the pretrained critic."""
-
-    steps: int = 20
-    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(turns=3, episodes=128, seed=3))
-    learner: LearnerConfig = field(default_factory=lambda: _learner(2e-5, 1e-4))
     save_every: int = 10
 
 
