@@ -131,6 +131,7 @@ class PolicyConfig:
         """The settings without a usable default that the policy needs (checked when it is built)."""
 
 
+# Alike in shape (model, temperature, max_tokens, seed), each policy's config is its own: defaults differ.
 @dataclass
 class OpenAIPolicyConfig(PolicyConfig):
     """Any OpenAI-compatible chat-completions endpoint with tool calling (frontier API, vLLM, SGLang).

@@ -208,6 +208,7 @@ class Learner:
         self.state, metrics = self._ppo(self.state, prepared)
         return _host_metrics(metrics)
 
+    # Each jitted function binds its own models and optimizers (functools.partial): alike in shape only.
     def gradients(self, prepared: RLBatch):
         """(actor grads, critic grads, metrics) that :meth:`update` would apply (diagnostics, tests)."""
         if not hasattr(self, "_grads"):

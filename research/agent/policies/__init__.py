@@ -87,15 +87,14 @@ def _scripted(cfg: ScriptedPolicyConfig, max_context: int) -> Policy:
 def _openai(cfg: OpenAIPolicyConfig, max_context: int) -> Policy:
     from .openai_policy import OpenAIPolicy  # the openai client only when asked for
 
-    settings = dataclasses.asdict(cfg)
-    settings.pop("name")
-    return OpenAIPolicy(**settings)
+    return OpenAIPolicy(cfg)
 
 
 @register_policy(ToyPolicyConfig)
 def _toy(cfg: ToyPolicyConfig, max_context: int) -> Policy:
     from .toy_policy import ToyPolicy  # jax and the toy environment only when asked for
 
+    # ToyPolicy.from_checkpoint's own arguments (its tests load it without a config); alike in shape only.
     return ToyPolicy.from_checkpoint(
         cfg.model,
         turns=cfg.turns,
@@ -113,6 +112,7 @@ def _flax(cfg: FlaxPolicyConfig, max_context: int) -> Policy:
     if cfg.generation.backend == "engine":  # a config error before any weights load
         cfg.generation.engine_config(max_context + cfg.max_tokens)
     model, tok, template = load_policy_model(cfg.model or "tiny", cfg.dtype, cfg.tokenizer, cfg.seed)
+    # FlaxPolicy takes plain arguments: RL and the benchmarks build it without a config.
     return FlaxPolicy(
         model,
         tok,
