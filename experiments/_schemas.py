@@ -55,7 +55,6 @@ AGENT_LOOP = [
     JUDGE,
     *TASKS,
     Schema("agent", "eval", f"{_AGENT}:AgentConfig"),
-    Schema("policy/generation", "schema", f"{_AGENT}:GenerationConfig"),  # conf/policy/flax.yaml's
     RUN,
 ]
 ROOTS: dict[str, list[Schema]] = {  # root config (an entry point's CONFIG_NAME) -> the schemas it composes

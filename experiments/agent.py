@@ -15,7 +15,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments._hydra import CONF, to_dataclass, user_errors
+from experiments._hydra import CONF, user_errors
+from experiments._policy import policy_keys_checked, run_config
 from experiments._schemas import register
 from research.agent import AgentConfigError, RunConfig
 
@@ -25,13 +26,14 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/agent") -> RunConfig:
     node = OmegaConf.to_container(cfg, resolve=True)
     node.pop("hydra", None)
     node["out_dir"] = node.get("out_dir") or out_dir
-    return to_dataclass(RunConfig, node, where="policy/agent/tasks/sandbox/judge")
+    return run_config(node)
 
 
 CONFIG_NAME = "agent"
 register(CONFIG_NAME)  # the groups' dataclasses as their schemas (conf/policy/flax.yaml's generation too)
 
 
+@policy_keys_checked(CONFIG_NAME)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.agent import run_agent

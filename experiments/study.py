@@ -17,6 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments._hydra import CONF, to_dataclass, user_errors
+from experiments._policy import policy_keys_checked, run_config
 from experiments._schemas import register
 from research.agent import AgentConfigError, RunConfig
 from research.evaluation.study_eval import StudyConfig
@@ -28,13 +29,14 @@ def to_config(cfg: DictConfig, out_dir: str = "outputs/study") -> tuple[StudyCon
     node.pop("hydra", None)
     study = to_dataclass(StudyConfig, node.pop("study"), where="study")
     node["out_dir"] = node.get("out_dir") or out_dir
-    return study, to_dataclass(RunConfig, node, where="policy/agent/tasks/sandbox/judge")
+    return study, run_config(node)
 
 
 CONFIG_NAME = "study"
 register(CONFIG_NAME)  # the groups' dataclasses as their schemas (conf/policy/flax.yaml's generation too)
 
 
+@policy_keys_checked(CONFIG_NAME)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from models import CheckpointError

@@ -32,11 +32,12 @@ from ._continue import CacheRow
 from ._critic import Critic, load_critic
 from ._decode import DecodeConfig
 from ._engine import Engine, EngineConfig, PagesBlocked
+from ._generation import SampleOutput, SamplingConfig
 from ._hf import CheckpointError, expected_tensors, load_hf, save_hf
 from ._logprobs import logprobs_from_hidden, token_logprobs
 from ._memory import MemoryPlan, MemorySettings, memory_plan, param_shapes
 from ._model import CausalLM, Decoder, KVCache, abstract_model, cast_params, init_model
-from ._sampler import SampleOutput, Sampler, SamplingConfig
+from ._sampler import Sampler
 from ._sampling import sample_tokens, top_k_mask, top_p_mask
 from ._sharding import AXES, DEFAULT_RULES, batch_sharding, make_mesh, shard_model, spec_for, state_shardings
 from ._slots import Request, Result

@@ -40,8 +40,8 @@ import numpy as np
 from flax import nnx
 
 from . import _continue, _paged
+from ._generation import FINISH_NAMES, SampleOutput, SamplingConfig, StopScanner, bucket
 from ._model import cast_params
-from ._sampler import FINISH_NAMES, SampleOutput, SamplingConfig, StopScanner, bucket
 from ._slots import KeptIds, Request, Result, SlotTable, sample_output
 
 EOS, LENGTH, STOP = 1, 2, 3
@@ -139,6 +139,7 @@ class Engine:
         self.config = dataclasses.replace(self.config, continuous=continuous, prefix_sharing=prefix_sharing)
 
     def reset_stats(self) -> None:
+        # a counter per statistic (a keyword list like the model presets' in _config.py: shape only)
         self._stats = dict(
             generated_tokens=0,
             decode_steps=0,

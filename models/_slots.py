@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._sampler import SampleOutput, SamplingConfig
+from ._generation import SampleOutput, SamplingConfig
 
 MAX_EOS = 16  # EOS ids per request (a fixed width: new ids never recompile)
 

@@ -19,7 +19,7 @@ export XLA_PYTHON_CLIENT_MEM_FRACTION="${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.25}"
   date -u +%Y-%m-%dT%H:%M:%SZ
   # The outer timeout is a guard: the demo keeps its own budget and stops cleanly before it.
   timeout --signal=TERM --kill-after=20 "$(( ${BUDGET_S:-540} + 45 ))" \
-    python3 -m research.rl.pipeline.demo --out "$OUT" --work "$WORK" --budget-s "${BUDGET_S:-540}" \
+    python3 -m scripts.toy_rl_demo --out "$OUT" --work "$WORK" --budget-s "${BUDGET_S:-540}" \
     --ablations "${ABLATIONS-raw_speedup_reward,no_value_pretrain,no_rft}" ${DEMO_ARGS:-}  # ABLATIONS="": none
   echo "demo rc=$?"
 } 2>&1 | grep --line-buffered -v "absl\]\[INFO\]\|orbax" | tee "$OUT/log.txt" | tail -n 60

@@ -41,7 +41,7 @@ CASES = [
         "no solutions in {t}/empty: expected <problem>.py, <problem>__<variant>.py or a <problem>/ workspace "
         "with model_new.py",
     ),
-    ("agent", ["policy=scripted"], "policy.script is required: give policy.script=... on the command line"),
+    ("agent", ["policy=scripted"], "policy=scripted needs policy.script (a JSON list of tool calls)"),
     # an option's ??? over its schema's default (conf/tasks/data.yaml over TasksConfig.path): still required
     ("agent", ["tasks=data"], "tasks.path is required: give tasks.path=... on the command line"),
     ("train", ["env=agent", "tasks=data"], "tasks.path is required: give tasks.path=... on the command line"),
@@ -51,7 +51,7 @@ CASES = [
         ["policy=scripted", "policy.script=/nope.json"],
         "policy.script=/nope.json: no such file or directory",
     ),
-    ("agent", ["policy=openai"], "policy.model is required: give policy.model=... on the command line"),
+    ("agent", ["policy=openai"], "policy=openai needs policy.model (the served model's name)"),
     (
         "agent",
         ["policy=scripted", "policy.script={t}/bad.json", "tasks.problems_dir={t}/empty"],
@@ -78,8 +78,8 @@ CASES = [
     (
         "agent",
         ["policy=flax", "policy.generation.backend=vllm"],
-        "invalid config in 'policy/agent/tasks/sandbox/judge' for RunConfig: generation.backend must be one "
-        "of ('sampler', 'engine'), got 'vllm'",
+        "invalid config in 'policy' for FlaxPolicyConfig: generation.backend must be one of ('sampler', "
+        "'engine'), got 'vllm'",
     ),
     ("figures", [], "run_dir is required: give run_dir=... on the command line"),
     ("figures", ["run_dir=/nope"], "run_dir=/nope: no such directory"),

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from ..judge.build.sources import display_stem, input_hashes, read_source
+from ..rules._registry import Registry
 from ..rules.config import JudgeConfig, SandboxConfig, TimingConfig
 from ..rules.messages import Source
 from ..rules.protocols import resolve
@@ -58,7 +59,8 @@ from ._pipeline import Pipeline
 from ._sandbox import Sandbox
 from ._tools import Tools
 
-# The config dataclasses, the reward registry, the result schema and its one status vocabulary (with the
+# The config dataclasses, the project's one Registry type (research registers its own things in it), the
+# reward registry, the result schema and its one status vocabulary (with the
 # verdicts made outside the judge: ``Result.outside``), the KernelBench-style summary of many verdicts (and
 # the batch summary a results file has beside it, with its problem set) and the resumable results file
 # (keyed by name and input hashes) are part of the client API (research may import only the client,
@@ -78,6 +80,7 @@ __all__ = [
     "REFERENCE_ERROR",
     "REJECTED",
     "REWARDS",
+    "Registry",
     "RUNTIME_ERROR",
     "STATUSES",
     "TIMEOUT",

@@ -1,7 +1,7 @@
 """research.agent: the ReAct agent loop of CUDA Agent (reason -> tool call -> observation) over our sandbox.
 
     from research.agent import RunConfig, run_agent
-    summary = run_agent(RunConfig(policy=PolicyConfig(name="openai", model="m", base_url=URL)))
+    summary = run_agent(RunConfig(policy=OpenAIPolicyConfig(model="m", base_url=URL)))
 
 - ``run_episode`` runs one task in a ``kernels_env.session.WorkspaceSession`` under budgets (turns, context
   tokens, wall time, bytes per observation) and ends with a stated reason; the reward is ALWAYS a fresh full
@@ -10,7 +10,8 @@
   compile, verify, benchmark, profile, sanitize, roofline, skill, submit; errors are observations.
 - Skills (``SkillLibrary``): an optimisation guide and verified example kernels, BM25-retrieved; off by
   config (``AgentConfig.skills``).
-- Policies (``make_policy``): ``openai`` (any OpenAI-compatible endpoint), ``flax`` (our decoder,
+- Policies (``make_policy``; by name in ``POLICIES``, each with its own config, e.g. ``OpenAIPolicyConfig``;
+  ``policy_config(name, **settings)``): ``openai`` (any OpenAI-compatible endpoint), ``flax`` (our decoder,
   token-in-token-out, batched generation, KV cache kept across turns), ``scripted``, ``toy`` (the RL
   pipeline's toy plan policy: plans rendered into Triton, written and benchmarked through the tools).
 - Tasks (``load_tasks``): KernelBench-format problems under a directory, ``research.data`` datasets
@@ -32,18 +33,32 @@ from .config import (
     AgentConfig,
     AgentConfigError,
     Budgets,
+    FlaxPolicyConfig,
     GenerationConfig,
+    OpenAIPolicyConfig,
     PolicyConfig,
     RunConfig,
+    ScriptedPolicyConfig,
     TasksConfig,
+    ToyPolicyConfig,
 )
 from .episode import EpisodeResult, run_episode
-from .policies import ChatFormat, Policy, PolicyEpisode, ScriptedPolicy, make_policy, parse_tool_calls
+from .policies import (
+    POLICIES,
+    ChatFormat,
+    Policy,
+    PolicyEpisode,
+    ScriptedPolicy,
+    make_policy,
+    parse_tool_calls,
+    policy_config,
+)
 from .prompts import extract_code
 from .runner import read_jsonl, run_agent
 from .skills import Skill, SkillLibrary
 from .summary import format_table1, table1
-from .tasks import Task, find_tasks, load_tasks
+from .task_sources import load_tasks
+from .tasks import Task, find_tasks
 from .tools import TOOL_NAMES, TOOL_SPECS, ToolBox, ToolResult, tool_specs
 
 __all__ = [
@@ -56,8 +71,14 @@ __all__ = [
     "ChatFormat",
     "EpisodeResult",
     "Policy",
+    "FlaxPolicyConfig",
     "GenerationConfig",
+    "OpenAIPolicyConfig",
+    "POLICIES",
     "PolicyConfig",
+    "ScriptedPolicyConfig",
+    "ToyPolicyConfig",
+    "policy_config",
     "PolicyEpisode",
     "RunConfig",
     "ScriptedPolicy",

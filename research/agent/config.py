@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from kernels_env.client import JudgeConfig, SandboxConfig
 
-POLICIES = ("openai", "flax", "scripted", "toy")
 TASK_SOURCES = ("dir", "toy", "data")
 MODES = ("agentic", "single_turn")
 GENERATION_BACKENDS = ("sampler", "engine")
@@ -113,56 +112,111 @@ class GenerationConfig:
 
 @dataclass
 class PolicyConfig:
-    """One policy, chosen by ``name``. Shared: model, temperature, max_tokens (per turn), seed.
+    """The base of every policy's typed config: ``name`` is the policy it configures (its registered name,
+    ``research.agent.POLICIES``). Each policy's dataclass below is the one home of its defaults
+    (``conf/policy/<name>.yaml`` selects it and keeps only what differs)."""
 
-    openai: ``base_url``, ``api_key_env`` (the environment variable holding the key), ``timeout_s``,
-    ``max_retries`` with exponential ``backoff_s`` on 429/5xx/connection errors.
-    flax: ``model`` is ``tiny``, ``qwen2_0_5b_random`` or a Hugging Face checkpoint directory; ``tokenizer``
-    (default: the checkpoint's, the bundled one for the random models), ``dtype``, ``batch_buckets``,
-    ``max_wait_s`` (how long a batch waits for more episodes to ask), ``keep_cache`` (multi-turn KV cache),
-    ``generation`` (:class:`GenerationConfig`: ``sampler`` | ``engine``, e.g.
-    ``policy.generation.backend=engine policy.generation.kv_budget_tokens=262144``).
-    scripted: ``script``, a JSON file with a list of tool calls ``{"name", "arguments"}`` (or a list of
-    such lists, one per task in order).
-    toy: ``model`` is a ``models`` checkpoint directory of the toy plan policy (default: the shipped one,
-    ``research/toyenv/assets/toy_policy``); ``turns`` plans at most per episode (the toy environment's
-    ``RolloutConfig.turns``), ``max_context`` the sampler's context bucket; temperature 0 is greedy (the RL
-    pipeline's evaluation). Plays toy tasks only (``tasks.source=toy``)."""
+    name: str = ""
 
-    name: str = "scripted"
+    def __post_init__(self):
+        own = type(self).__dataclass_fields__["name"].default
+        if self.name != own:
+            raise AgentConfigError(f"{type(self).__name__} configures policy={own}, got name={self.name!r}")
+
+    def _at_least(self, **bounds: float) -> None:
+        for key, low in bounds.items():
+            if (value := getattr(self, key)) < low:
+                raise AgentConfigError(f"policy={self.name}: {key} must be >= {low}, got {value}")
+
+    def check(self) -> None:
+        """The settings without a usable default that the policy needs (checked when it is built)."""
+
+
+# Alike in shape (model, temperature, max_tokens, seed), each policy's config is its own: defaults differ.
+@dataclass
+class OpenAIPolicyConfig(PolicyConfig):
+    """Any OpenAI-compatible chat-completions endpoint with tool calling (frontier API, vLLM, SGLang).
+    ``model``: the served model's name (required); ``api_key_env``: the environment variable holding the
+    key (never the key itself); ``max_retries`` with exponential ``backoff_s`` on 429/5xx/connection
+    errors; ``max_tokens`` per turn."""
+
+    name: str = "openai"
     model: str = ""
-    temperature: float = 0.7
-    max_tokens: int = 4096
-    seed: int = 0
     base_url: str = "https://api.openai.com/v1"
     api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.7
+    max_tokens: int = 8192
     timeout_s: float = 600.0
     max_retries: int = 5
     backoff_s: float = 2.0
+    seed: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._at_least(max_tokens=1, temperature=0, max_retries=0)
+
+    def check(self) -> None:
+        if not self.model:
+            raise AgentConfigError("policy=openai needs policy.model (the served model's name)")
+
+
+@dataclass
+class FlaxPolicyConfig(PolicyConfig):
+    """Our Flax decoder, token-in-token-out. ``model``: ``tiny``, ``qwen2_0_5b_random`` or a Hugging Face
+    checkpoint directory; ``tokenizer`` ("": the checkpoint's, the bundled one and our template for the
+    random models), ``dtype``, ``batch_buckets``, ``max_wait_s`` (how long a batch waits for more episodes
+    to ask), ``keep_cache`` (multi-turn KV cache), ``generation`` (:class:`GenerationConfig`: ``sampler`` |
+    ``engine``, e.g. ``policy.generation.backend=engine policy.generation.kv_budget_tokens=262144``)."""
+
+    name: str = "flax"
+    model: str = "tiny"
     tokenizer: str = ""
     dtype: str = "bfloat16"
+    temperature: float = 0.7
+    max_tokens: int = 1024
     batch_buckets: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
     max_wait_s: float = 0.05
     keep_cache: bool = True
-    script: str = ""
-    turns: int = 2
-    max_context: int = 128
+    seed: int = 0
     generation: GenerationConfig = field(default_factory=GenerationConfig)
 
     def __post_init__(self):
-        if self.name not in POLICIES:
-            raise AgentConfigError(f"policy must be one of {POLICIES}, got {self.name!r}")
-        if self.max_tokens < 1 or self.temperature < 0 or self.max_retries < 0:
-            raise AgentConfigError("policy.max_tokens must be >= 1, temperature and max_retries >= 0")
-        if self.turns < 1 or self.max_context < 8:
-            raise AgentConfigError("policy.turns must be >= 1 and policy.max_context >= 8")
+        super().__post_init__()
+        self._at_least(max_tokens=1, temperature=0)
+
+
+@dataclass
+class ScriptedPolicyConfig(PolicyConfig):
+    """Replays tool calls (tests, demos, debugging): ``script``, a JSON file with a list of tool calls
+    ``{"name", "arguments"}`` (or a list of such lists, one per task in order)."""
+
+    name: str = "scripted"
+    script: str = ""
 
     def check(self) -> None:
-        """The settings the chosen policy needs (checked when the policy is built)."""
-        if self.name == "openai" and not self.model:
-            raise AgentConfigError("policy=openai needs policy.model (the served model's name)")
-        if self.name == "scripted" and not self.script:
+        if not self.script:
             raise AgentConfigError("policy=scripted needs policy.script (a JSON list of tool calls)")
+
+
+@dataclass
+class ToyPolicyConfig(PolicyConfig):
+    """The toy plan policy of the RL pipeline on toy tasks (``tasks.source=toy`` only). ``model``: a
+    ``models`` checkpoint directory ("": the shipped ``research/toyenv/assets/toy_policy``); ``turns``: plans
+    at most per episode (the toy environment's ``RolloutConfig.turns``); ``max_tokens``: a plan without
+    <eos> within this many tokens is not a plan; ``max_context``: the sampler's context bucket; temperature
+    0 is greedy (the RL pipeline's evaluation)."""
+
+    name: str = "toy"
+    model: str = ""
+    turns: int = 2
+    temperature: float = 0.0
+    max_tokens: int = 32
+    max_context: int = 128
+    seed: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._at_least(max_tokens=1, temperature=0, turns=1, max_context=8)
 
 
 @dataclass
@@ -232,7 +286,7 @@ class RunConfig:
     """One agent run over a task set: writes results.jsonl, trajectories.jsonl and summary.json into
     ``out_dir`` and resumes (tasks already in results.jsonl are skipped)."""
 
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    policy: PolicyConfig = field(default_factory=ScriptedPolicyConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)

@@ -70,17 +70,24 @@ class EpisodeResult:
         rec.update(
             task=self.task_id,
             task_id=self.task_id,
-            level=self.level,
             end_reason=self.end_reason,
             reward=self.verdict.get("reward"),
             verdict=self.verdict,
-            messages=self.messages,
             tools=self.tools,
-            usage=self.usage,
-            timings=self.timings,
-            errors=self.errors,
+            **self.context(),
         )
         return rec
+
+    def context(self) -> dict[str, Any]:
+        """What an episode's trajectory carries beside its tokens (in trajectories.jsonl and in an RL
+        trajectory's ``info``): its level, conversation, usage, timings and errors."""
+        return {
+            "level": self.level,
+            "messages": self.messages,
+            "usage": self.usage,
+            "timings": self.timings,
+            "errors": self.errors,
+        }
 
 
 def run_episode(

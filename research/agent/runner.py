@@ -18,8 +18,10 @@ from kernels_env.session import WorkspaceSession
 from .config import RunConfig
 from .episode import EpisodeResult, run_episode
 from .policies import Policy, make_policy
+from .skills import SkillLibrary
 from .summary import format_table1, table1
-from .tasks import Task, load_tasks
+from .task_sources import load_tasks
+from .tasks import Task
 
 log = logging.getLogger(__name__)
 RESULTS, TRAJECTORIES, SUMMARY = "results.jsonl", "trajectories.jsonl", "summary.json"
@@ -47,6 +49,8 @@ def run_agent(
 ) -> dict:
     """Run every task not yet in ``out_dir/results.jsonl``; returns the summary (also written). ``pick``:
     which of the loaded tasks run (e.g. a study protocol's split); None: all."""
+    if policy is None:
+        cfg.policy.check()  # a setting only the user can give, before any sandbox starts
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     own_policy, own_client = policy is None, client is None
@@ -79,8 +83,6 @@ def _run(cfg: RunConfig, out: Path, tasks: list[Task], policy: Policy, client: S
     policy.prepare(tasks)
     skills = None
     if cfg.agent.skills and cfg.agent.mode == "agentic" and policy.uses_skills:
-        from .skills import SkillLibrary
-
         skills = SkillLibrary()
     lock = threading.Lock()
 

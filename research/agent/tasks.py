@@ -1,11 +1,9 @@
-"""Task discovery: KernelBench-format problems under a directory, recursively, with their level and split; toy
-tasks of ``research.toyenv`` written as such problems (``tasks.source=toy``, ``toy_tasks.py``); or records of
-a ``research.data`` dataset written as such problems (``tasks.source=data``, ``data_tasks.py``)."""
+"""A task and its selection (shared by every task source: ``task_sources.py``), and the ``dir`` source:
+KernelBench-format problems under a directory, recursively, with their level and split."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,18 +70,3 @@ def find_tasks(cfg: TasksConfig) -> list[Task]:
         split = _dir_split(rel.parent, root, cfg.split_name)
         tasks.append(Task(id=rel.as_posix(), path=p, level=m.group(1) if m else "all", split=split))
     return select(tasks, cfg, f"tasks.problems_dir={root}")
-
-
-def load_tasks(cfg: TasksConfig, out_dir: str | Path, device: Callable[[], str | None]) -> list[Task]:
-    """The run's tasks by ``cfg.source``. ``device()`` is the sandbox's device, asked only by sources whose
-    problems depend on it (toy tasks and data records with proxy sizes are written at CPU sizes in CPU
-    mode)."""
-    if cfg.source == "toy":
-        from .toy_tasks import toy_tasks
-
-        return toy_tasks(cfg, Path(out_dir) / "problems", device())
-    if cfg.source == "data":
-        from .data_tasks import data_tasks
-
-        return data_tasks(cfg, Path(out_dir) / "problems", device)
-    return find_tasks(cfg)

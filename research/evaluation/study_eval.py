@@ -30,8 +30,10 @@ import yaml
 
 from kernels_env.client import SandboxClient
 from research.agent import RunConfig, TasksConfig, make_policy, read_jsonl, run_agent
+from research.agent.data_tasks import read_records
 from research.agent.runner import RESULTS
 
+from .kernelbench import find_kernelbench
 from .paired import (
     HEADLINE,
     ResultsError,
@@ -46,7 +48,7 @@ from .paired import (
     pass_at_k_table,
     result_from_verdict,
 )
-from .protocol import (
+from .protocol import (  # the names used here; the package __init__ re-exports a like list
     KERNELBENCH,
     SPLITS,
     Protocol,
@@ -127,9 +129,16 @@ def with_training(run: RunConfig, train: dict[str, Any]) -> tuple[RunConfig, flo
             if k in agent
         },
     )
-    policy = dataclasses.replace(run.policy, max_tokens=int(ro["max_turn_tokens"]))
+    policy = _with(run.policy, max_tokens=int(ro["max_turn_tokens"]))
     tasks = TasksConfig(**train["tasks"])
     return dataclasses.replace(run, agent=a, policy=policy, tasks=tasks), float(ro.get("temperature", 1.0))
+
+
+def _with(policy, **settings):
+    """``policy`` with those of ``settings`` it has (each policy has its own config: a scripted one has no
+    temperature, seed or max_tokens)."""
+    fields = {f.name for f in dataclasses.fields(policy)}
+    return dataclasses.replace(policy, **{k: v for k, v in settings.items() if k in fields})
 
 
 def _split_picker(protocol: Protocol, split: str, chosen: list):
@@ -153,8 +162,6 @@ def _split_picker(protocol: Protocol, split: str, chosen: list):
 def fix_protocol(study: StudyConfig, tasks: TasksConfig) -> Protocol:
     """Fix the protocol of a ``research.data`` task source (``tasks.source=data``) with ``study.fix`` and
     write it to ``study.protocol`` (never over a different one: ``write_protocol``)."""
-    from research.agent.data_tasks import read_records
-
     if not study.protocol:
         raise StudyError("study.mode=fix needs study.protocol=PATH/protocol.json (where to write it)")
     if tasks.source != "data":
@@ -173,7 +180,7 @@ def evaluate_split(study: StudyConfig, run: RunConfig, *, client: SandboxClient 
     the results."""
     if not study.run:
         raise StudyError("study.run is required: the run's name in its results and the protocol")
-    temperature = run.policy.temperature
+    temperature = getattr(run.policy, "temperature", 0.0)  # a scripted policy samples nothing
     if study.train_config:
         run, temperature = with_training(run, read_training(study.train_config))
     path = study.protocol or run.tasks.protocol
@@ -183,8 +190,6 @@ def evaluate_split(study: StudyConfig, run: RunConfig, *, client: SandboxClient 
     if study.split == KERNELBENCH:
         if not protocol.config.kernelbench_dir:
             raise StudyError(f"the protocol at {path} has no {KERNELBENCH} split (no kernelbench_dir)")
-        from .kernelbench import find_kernelbench
-
         root = find_kernelbench(protocol.config.kernelbench_dir)
         run = dataclasses.replace(run, tasks=TasksConfig(source="dir", problems_dir=str(root)))
     if study.temperature is not None:
@@ -194,7 +199,7 @@ def evaluate_split(study: StudyConfig, run: RunConfig, *, client: SandboxClient 
     results = (
         Path(study.results) if study.results else out / f"{study.run}.{study.split}.seed{study.seed}.json"
     )
-    sample_cfg = lambda i: dataclasses.replace(run.policy, temperature=temperature, seed=run.policy.seed + i)  # noqa: E731
+    sample_cfg = lambda i: _with(run.policy, temperature=temperature, seed=getattr(run.policy, "seed", 0) + i)  # noqa: E731
     # a policy that cannot load is a config error, not a look
     policy = make_policy(sample_cfg(0), run.agent.max_context_tokens)
     # before any episode: a look at a test split that crashes is still a look

@@ -26,8 +26,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from kernels_env.client import Registry
+
 from ._config import AdvantageConfig
-from ._registry import Registry
 
 F32 = jnp.float32
 ADVANTAGES = Registry("advantage estimator")
@@ -156,4 +157,4 @@ def compute_advantages(rewards, values, mask, discounts, turn_ids, group_ids, cf
         if cfg.estimator == "gae":
             raise ValueError("the gae estimator needs critic values")
         values = jnp.zeros_like(rewards, F32)
-    return ADVANTAGES.get(cfg.estimator)(rewards, values, mask, discounts, turn_ids, group_ids, cfg)
+    return ADVANTAGES.get_named(cfg.estimator)(rewards, values, mask, discounts, turn_ids, group_ids, cfg)

@@ -1,6 +1,7 @@
 """``Learner``: holds the actor, critic and optimizer states (one ``TrainState``), places batches on the
 mesh and runs the jitted pure functions of _update.py: ``ppo_step`` (prepare, then epochs x mini-batches
-of one actor + critic update each), ``rft_step``, ``value_step``.
+of one actor + critic update each), ``rft_step``, ``value_step``, and ``actor_update`` (one step of the
+actor on a loss of the caller's: the toy policy's pretraining trains through it).
 
 Sharding: the actor and critic are placed by ``models.shard_model`` (the (data, fsdp, tensor) rules of
 ``models.DEFAULT_RULES``); optimizer moments follow their parameters (``_mesh.init_sharded``); batches are
@@ -27,6 +28,7 @@ import models
 
 from . import _update
 from ._batch import RLBatch
+from ._checkpoint import restore_learner, save_learner
 from ._config import LearnerConfig
 from ._distributed import put_replicated
 from ._mesh import init_sharded
@@ -101,6 +103,7 @@ class Learner:
         cfg, mesh = self.config, self.mesh
         out = (self._shardings, None) if mesh is not None else None
         jit = lambda fn: jax.jit(fn, donate_argnums=(0,), out_shardings=out)
+        self._jit, self._actor_updates = jit, {}
         self._prepare = jax.jit(
             functools.partial(
                 _update.prepare,
@@ -205,6 +208,7 @@ class Learner:
         self.state, metrics = self._ppo(self.state, prepared)
         return _host_metrics(metrics)
 
+    # Each jitted function binds its own models and optimizers (functools.partial): alike in shape only.
     def gradients(self, prepared: RLBatch):
         """(actor grads, critic grads, metrics) that :meth:`update` would apply (diagnostics, tests)."""
         if not hasattr(self, "_grads"):
@@ -219,6 +223,20 @@ class Learner:
             )
         a, am, c, cm = self._grads(self.state, prepared)
         return a, c, _host_metrics({**am, **cm})
+
+    def actor_update(self, loss_fn, batch) -> dict:
+        """One jitted optimizer step of the actor on ``loss_fn(model, batch) -> (loss, metrics)`` (compiled
+        once per ``loss_fn``) over a batch the caller placed (any pytree). The metrics stay on the device:
+        reading them is the caller's choice (a host sync per step would stall a fast loop)."""
+        step = self._actor_updates.get(loss_fn)
+        if step is None:
+            step = self._actor_updates[loss_fn] = self._jit(
+                functools.partial(
+                    _update.actor_update, loss_fn=loss_fn, actor_def=self.actor_def, actor_tx=self.actor_tx
+                )
+            )
+        self.state, metrics = step(self.state, batch)
+        return metrics
 
     def rft_step(self, batch: RLBatch) -> dict[str, float]:
         """Rejection fine-tuning: NLL of the policy tokens (the caller keeps only accepted trajectories)."""
@@ -242,12 +260,8 @@ class Learner:
         return None if self.ref_def is None else nnx.merge(self.ref_def, self.ref_params)
 
     def save(self, path, *, cursor=None, extra: dict | None = None):
-        from ._checkpoint import save_learner
-
         return save_learner(path, self, cursor=cursor, extra=extra)
 
     def restore(self, path) -> dict:
         """Load a checkpoint of :meth:`save` into this learner (onto its mesh); returns the metadata."""
-        from ._checkpoint import restore_learner
-
         return restore_learner(path, self)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._registry import Registry
+from kernels_env.client import Registry
 
 F32 = jnp.float32
 POLICY_LOSSES = Registry("policy loss")
@@ -144,8 +144,8 @@ SEGMENT_AGGREGATIONS.register("seq_mean_token_sum")(
 def numerator(loss, mask, mode: str, segment_ids=None):
     """``mode``'s numerator (summable over micro-batches); per segment when ``segment_ids`` is given."""
     if segment_ids is None:
-        return AGGREGATIONS.get(mode)[0](loss, mask.astype(F32))
-    return SEGMENT_AGGREGATIONS.get(mode)[0](loss, mask.astype(F32), segment_ids)
+        return AGGREGATIONS.get_named(mode)[0](loss, mask.astype(F32))
+    return SEGMENT_AGGREGATIONS.get_named(mode)[0](loss, mask.astype(F32), segment_ids)
 
 
 def aggregate(loss, mask, mode: str, denominator=None, segment_ids=None):
@@ -157,5 +157,5 @@ def aggregate(loss, mask, mode: str, denominator=None, segment_ids=None):
 
 def denominator_of(mask, mode: str, segment_ids=None):
     if segment_ids is None:
-        return AGGREGATIONS.get(mode)[1](mask.astype(F32))
-    return SEGMENT_AGGREGATIONS.get(mode)[1](mask.astype(F32), segment_ids)
+        return AGGREGATIONS.get_named(mode)[1](mask.astype(F32))
+    return SEGMENT_AGGREGATIONS.get_named(mode)[1](mask.astype(F32), segment_ids)

@@ -15,6 +15,7 @@ from pathlib import Path
 JSONL = "metrics.jsonl"
 
 
+# Stops at a torn line (later steps are recomputed on resume); research.agent.read_jsonl skips and warns.
 def read_metrics(path) -> list[dict]:
     path = Path(path)
     if path.is_dir():

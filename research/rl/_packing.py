@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._batch import PackConfig, RLBatch, SegmentLayout
+from ._batch_types import PackConfig, RLBatch, SegmentLayout
 
 
 def first_fit_decreasing(lengths, capacity: int) -> list[list[int]]:

@@ -30,10 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels_env.client import NO_VERDICT, TOOLCHAIN_MISSING, failure_reward, get_reward
+from kernels_env.client import NO_VERDICT, TOOLCHAIN_MISSING, Registry, failure_reward, get_reward
 from research.rollout import Trajectory
-
-from ._registry import Registry
 
 # The client's statuses without a reward, but toolchain_missing (see the module doc).
 NON_POLICY_STATUSES = tuple(s for s in NO_VERDICT if s != TOOLCHAIN_MISSING)
@@ -111,7 +109,7 @@ def per_turn_rewards(traj: Trajectory, n_turns: int, cfg: RewardConfig) -> list[
 
 def episode_turn_rewards(traj: Trajectory, n_turns: int, cfg: RewardConfig) -> list[float]:
     """One reward per turn, by ``cfg.placement`` (research.rl.PLACEMENTS)."""
-    return PLACEMENTS.get(cfg.placement)(traj, n_turns, cfg)
+    return PLACEMENTS.get_named(cfg.placement)(traj, n_turns, cfg)
 
 
 def place_rewards(response_mask, turn_ids, turn_rewards, cfg: RewardConfig):

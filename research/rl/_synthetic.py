@@ -39,6 +39,7 @@ def synthetic_record(
     }
 
 
+# A field list like other small configs' (textpolicy.spec, the policy configs): shape only, nothing shared.
 @dataclass
 class SyntheticSource:
     """``source(cursor) -> (RLBatch, next_cursor, metrics)`` over synthetic records (cursor = batch index)."""

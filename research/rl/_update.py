@@ -1,5 +1,6 @@
 """The learner's pure functions: ``prepare`` (rollout-time log-probs, values, advantages) and the updates
-(PPO actor + critic, RFT, value pretraining), each one optimizer step with gradient accumulation over
+(PPO actor + critic, RFT, value pretraining, and ``actor_update`` on a loss of the caller's: the toy
+policy's pretraining), each one optimizer step (``_apply``), the first three with gradient accumulation over
 micro-batches. They take graphdefs, optimizers and configs as bound arguments (``functools.partial``) and
 are jitted by :class:`research.rl.Learner`.
 
@@ -16,6 +17,7 @@ a padded row, and the advantages are computed on the trajectories' own padded la
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -149,7 +151,7 @@ def prepare(state: TrainState, batch: RLBatch, ref_params, *, actor_def, critic_
     ref = None
     if lc.kl_penalty != "none":
         ref = logprobs(ref_def, ref_params, batch.tokens, cfg, layout=layout)
-        metrics["kl_ref"] = masked_mean(KL_ESTIMATORS.get("k3")(old, ref), m)
+        metrics["kl_ref"] = masked_mean(KL_ESTIMATORS.get_named("k3")(old, ref), m)
         if lc.kl_penalty == "k1_reward":
             rewards = rewards - lc.kl_coef * (old - ref) * m
     adv, ret = _advantages(batch, rewards, vals, m, cfg)
@@ -247,7 +249,7 @@ def _actor_loss(params, mb, dens, *, actor_def, cfg):
     need_entropy = lc.entropy_coef != 0.0
     out = logprobs(actor_def, params, mb.tokens, cfg, entropy=need_entropy, layout=packed(mb))
     lp, ent = out if need_entropy else (out, None)
-    pg, clipped, ratio = POLICY_LOSSES.get(lc.policy_loss)(lp, mb.old_logprobs, mb.advantages, lc)
+    pg, clipped, ratio = POLICY_LOSSES.get_named(lc.policy_loss)(lp, mb.old_logprobs, mb.advantages, lc)
     if mb.tis_weights is not None:  # truncated importance sampling (prepare): a constant per token
         pg = pg * mb.tis_weights
     pg_loss = num(pg, m) / dens["agg"]
@@ -256,7 +258,7 @@ def _actor_loss(params, mb, dens, *, actor_def, cfg):
     aux = {
         "pg_loss": pg_loss,
         "clip_frac": tok(clipped.astype(F32)),
-        "ppo_kl": tok(KL_ESTIMATORS.get("k3")(lp, mb.old_logprobs)),
+        "ppo_kl": tok(KL_ESTIMATORS.get_named("k3")(lp, mb.old_logprobs)),
         "ratio_mean": tok(ratio),
     }
     if need_entropy:
@@ -264,7 +266,7 @@ def _actor_loss(params, mb, dens, *, actor_def, cfg):
         loss = loss - lc.entropy_coef * ent_term
         aux["entropy_bonus"] = ent_term
     if lc.kl_penalty == "k3_loss":
-        kl_term = num(KL_ESTIMATORS.get("k3")(lp, mb.ref_logprobs), m) / dens["agg"]
+        kl_term = num(KL_ESTIMATORS.get_named("k3")(lp, mb.ref_logprobs), m) / dens["agg"]
         loss = loss + lc.kl_coef * kl_term
         aux["kl_loss"] = kl_term
     aux["actor_loss"] = loss
@@ -329,29 +331,37 @@ def ppo_update(state, batch, *, actor_def, critic_def, actor_tx, critic_tx, cfg,
     return new, metrics
 
 
-def rft_update(state, batch, *, actor_def, actor_tx, cfg, mesh=None):
-    """One optimizer step of the actor on the NLL of policy tokens only (observation tokens masked)."""
+def _one_update(part: str, state, batch, loss, tx, cfg, mesh):
+    """One optimizer step of ``part`` alone (``actor`` or ``critic``) on ``loss(params, mb, dens)``,
+    accumulated over micro-batches; metrics are the loss's and ``<part>_grad_norm``."""
     n = micro_count(batch, cfg, mesh)
     dens = _dens(batch, cfg)
-    grads, metrics = accumulate(
-        lambda p, mb: _rft_loss(p, mb, dens, actor_def=actor_def, cfg=cfg),
-        state.actor,
-        split_micro(batch, n, mesh),
-        n,
-    )
-    actor, actor_opt, metrics["actor_grad_norm"] = _apply(actor_tx, state.actor, state.actor_opt, grads)
+    params, opt = getattr(state, part), getattr(state, f"{part}_opt")
+    grads, metrics = accumulate(lambda p, mb: loss(p, mb, dens), params, split_micro(batch, n, mesh), n)
+    params, opt, metrics[f"{part}_grad_norm"] = _apply(tx, params, opt, grads)
+    return state._replace(**{part: params, f"{part}_opt": opt}, step=state.step + 1), metrics
+
+
+def rft_update(state, batch, *, actor_def, actor_tx, cfg, mesh=None):
+    """One optimizer step of the actor on the NLL of policy tokens only (observation tokens masked)."""
+    loss = functools.partial(_rft_loss, actor_def=actor_def, cfg=cfg)
+    return _one_update("actor", state, batch, loss, actor_tx, cfg, mesh)
+
+
+def actor_update(state, batch, *, loss_fn, actor_def, actor_tx):
+    """One optimizer step of the actor on ``loss_fn(model, batch) -> (loss, metrics)`` (``batch``: any
+    pytree of the caller's); metrics are ``loss`` and the loss's own."""
+
+    def objective(params):
+        loss, aux = loss_fn(nnx.merge(actor_def, params), batch)
+        return loss, {"loss": loss, **aux}
+
+    grads, metrics = jax.grad(objective, has_aux=True)(state.actor)
+    actor, actor_opt, _ = _apply(actor_tx, state.actor, state.actor_opt, grads)
     return state._replace(actor=actor, actor_opt=actor_opt, step=state.step + 1), metrics
 
 
 def value_update(state, batch, *, critic_def, critic_tx, cfg, mesh=None):
     """One optimizer step of the critic towards the prepared batch's GAE returns (the policy is frozen)."""
-    n = micro_count(batch, cfg, mesh)
-    dens = _dens(batch, cfg)
-    grads, metrics = accumulate(
-        lambda p, mb: _critic_loss(p, mb, dens, critic_def=critic_def, cfg=cfg),
-        state.critic,
-        split_micro(batch, n, mesh),
-        n,
-    )
-    critic, critic_opt, metrics["critic_grad_norm"] = _apply(critic_tx, state.critic, state.critic_opt, grads)
-    return state._replace(critic=critic, critic_opt=critic_opt, step=state.step + 1), metrics
+    loss = functools.partial(_critic_loss, critic_def=critic_def, cfg=cfg)
+    return _one_update("critic", state, batch, loss, critic_tx, cfg, mesh)

@@ -47,6 +47,7 @@ class PlanTokenizer:
     def pad_id(self) -> int:
         return self._ids[PAD]
 
+    # One property per special token: read by name across the toy pipeline.
     @property
     def bos_id(self) -> int:
         return self._ids[BOS]

@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 
 import models
-from research.agent import AgentConfigError, Budgets, GenerationConfig, PolicyConfig, make_policy, run_episode
+from research.agent import (
+    AgentConfigError,
+    Budgets,
+    FlaxPolicyConfig,
+    GenerationConfig,
+    make_policy,
+    run_episode,
+)
 from research.agent.policies.chat import TINY_TEMPLATE
 from research.agent.policies.engine_driver import EngineDriver
 from research.agent.policies.flax_policy import FlaxPolicy
@@ -262,7 +269,7 @@ def test_the_driver_waits_for_pages_while_an_episode_may_free_them_then_fails_cl
 
 
 def test_an_engine_that_cannot_hold_one_context_is_a_one_line_config_error(model):
-    cfg = PolicyConfig(name="flax", max_tokens=64, generation=_engine(budget=256))
+    cfg = FlaxPolicyConfig(max_tokens=64, generation=_engine(budget=256))
     with pytest.raises(AgentConfigError) as err:
         make_policy(cfg, max_context=1024)
     msg = str(err.value)

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from kernels_env.session import WorkspaceSession
-from research.agent import Budgets, run_episode
+from research.agent import Budgets, OpenAIPolicyConfig, run_episode
 from research.agent.policies.openai_policy import OpenAIPolicy
 
 from .conftest import FAST, RELU_TRITON
@@ -97,13 +97,15 @@ def server():
 def test_episode_through_a_real_openai_compatible_server(server, relu_problem, sandbox, monkeypatch):
     monkeypatch.setenv("TEST_AGENT_KEY", "sk-test")
     policy = OpenAIPolicy(
-        model="tiny-coder",
-        base_url=server.url,
-        api_key_env="TEST_AGENT_KEY",
-        temperature=0.2,
-        max_tokens=64,
-        max_retries=2,
-        backoff_s=0.01,
+        OpenAIPolicyConfig(
+            model="tiny-coder",
+            base_url=server.url,
+            api_key_env="TEST_AGENT_KEY",
+            temperature=0.2,
+            max_tokens=64,
+            max_retries=2,
+            backoff_s=0.01,
+        )
     )
     with WorkspaceSession(relu_problem, client=sandbox) as ws:
         res = run_episode("1_relu", relu_problem.read_text(), policy, ws, Budgets(max_turns=10), FAST)
@@ -126,11 +128,14 @@ def test_episode_through_a_real_openai_compatible_server(server, relu_problem, s
 def test_missing_key_and_failing_endpoint(monkeypatch, relu_problem, sandbox):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     with pytest.raises(ValueError, match="NO_SUCH_KEY_VAR' is not set"):
-        OpenAIPolicy(model="m", base_url="http://127.0.0.1:9/v1", api_key_env="NO_SUCH_KEY_VAR")
+        OpenAIPolicy(
+            OpenAIPolicyConfig(model="m", base_url="http://127.0.0.1:9/v1", api_key_env="NO_SUCH_KEY_VAR")
+        )
     s = _Server(fail_first_with=503, always_fail=True)
     monkeypatch.setenv("K", "x")
     try:
-        policy = OpenAIPolicy(model="m", base_url=s.url, api_key_env="K", max_retries=2, backoff_s=0.01)
+        cfg = OpenAIPolicyConfig(model="m", base_url=s.url, api_key_env="K", max_retries=2, backoff_s=0.01)
+        policy = OpenAIPolicy(cfg)
         action = policy.start("t", [], []).act([{"role": "user", "content": "hi"}])
         assert action.error and "InternalServerError" in action.error and action.finish_reason == "error"
         assert s.failures == 3  # the first try and two retries

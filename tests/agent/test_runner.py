@@ -12,10 +12,12 @@ import pytest
 
 from research.agent import (
     AgentConfig,
-    PolicyConfig,
+    OpenAIPolicyConfig,
     RunConfig,
+    ScriptedPolicyConfig,
     TasksConfig,
     make_policy,
+    policy_config,
     read_jsonl,
     run_agent,
 )
@@ -39,7 +41,7 @@ def test_run_writes_results_trajectories_summary_and_resumes(tmp_path, sandbox):
     root = _tasks(tmp_path)
     script = {"level1/1_relu": [write_call(), {"name": "submit"}], "*": [{"name": "list_files"}]}
     cfg = RunConfig(
-        policy=PolicyConfig(name="scripted", script="x"),
+        policy=ScriptedPolicyConfig(script="x"),
         agent=AgentConfig(max_turns=3, skills=False, concurrency=2),
         tasks=TasksConfig(problems_dir=str(root)),
         judge=FAST,
@@ -117,11 +119,11 @@ def test_table1_columns():
 
 def test_config_errors_are_one_line():
     with pytest.raises(ValueError, match="policy=openai needs policy.model"):
-        make_policy(PolicyConfig(name="openai"))
+        make_policy(OpenAIPolicyConfig())
     with pytest.raises(ValueError, match="policy must be one of"):
-        PolicyConfig(name="gpt")
+        policy_config("gpt")
     with pytest.raises(FileNotFoundError, match="policy.script=.*: no such file"):
-        make_policy(PolicyConfig(name="scripted", script="/nonexistent.json"))
+        make_policy(ScriptedPolicyConfig(script="/nonexistent.json"))
     with pytest.raises(ValueError, match="agent.mode must be one of"):
         AgentConfig(mode="multi")
 

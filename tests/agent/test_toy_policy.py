@@ -13,10 +13,10 @@ import pytest
 
 from kernels_env.client import CORRECT, INCORRECT, Result
 from research.agent import (
-    PolicyConfig,
     RunConfig,
     TasksConfig,
     ToolResult,
+    ToyPolicyConfig,
     make_policy,
     read_jsonl,
     run_agent,
@@ -88,7 +88,7 @@ def test_the_toy_policy_observes_the_benchmark_verdict_not_its_text():
 
 
 def test_toy_policy_plays_toy_tasks_only(tmp_path):
-    policy = make_policy(PolicyConfig(name="toy", turns=2, max_tokens=32))
+    policy = make_policy(ToyPolicyConfig(turns=2, max_tokens=32))
     with pytest.raises(ValueError, match="toy tasks only"):
         policy.prepare([Task("level1/1_relu", tmp_path / "1_relu.py", "1")])
     with pytest.raises(AgentConfigError, match="tasks.limit"):
@@ -101,7 +101,7 @@ def test_toy_policy_episodes_through_the_agent_loop(tmp_path, sandbox, monkeypat
 
     monkeypatch.setattr("research.agent.skills.SkillLibrary.__init__", no_library)
     cfg = RunConfig(
-        policy=PolicyConfig(name="toy", turns=2, temperature=0.0, max_tokens=32),
+        policy=ToyPolicyConfig(turns=2, temperature=0.0, max_tokens=32),
         agent=AgentConfig(skills=True, concurrency=2, max_turns=10),
         tasks=TasksConfig(source="toy", limit=2),
         judge=FAST,

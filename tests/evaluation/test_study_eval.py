@@ -160,14 +160,14 @@ def test_training_config_gives_the_evaluation_its_tasks_and_ppo_budgets(tmp_path
 
     import experiments.train  # noqa: F401  (registers the task schemas conf/env/agent.yaml composes)
     from experiments._hydra import CONF
-    from research.agent import RunConfig
+    from research.agent import FlaxPolicyConfig, RunConfig
     from research.evaluation.study_eval import StudyError, read_training, with_training
 
     overrides = ["env=agent", "preset=agent_cpu", "tasks.protocol=/p/protocol.json", "ppo.rollout.turns=5"]
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
     OmegaConf.save(cfg, tmp_path / "config.yaml", resolve=True)
-    run, temperature = with_training(RunConfig(), read_training(tmp_path))
+    run, temperature = with_training(RunConfig(policy=FlaxPolicyConfig()), read_training(tmp_path))
     ro = cfg.ppo.rollout
     assert (run.agent.max_turns, run.agent.max_context_tokens, run.policy.max_tokens) == (
         5,

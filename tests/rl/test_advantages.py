@@ -208,9 +208,16 @@ def test_trloo_hand_case_with_a_rollout_that_ended_early():
 
 
 def test_registry_names_and_errors():
+    from kernels_env.rules import rewards
+    from research.agent import POLICIES
+
+    # one Registry type for the project: the sandbox's rewards, the agent's policies, RL's estimators
+    assert type(rl.ADVANTAGES) is type(rewards.REWARDS) is type(POLICIES)
     assert set(rl.ADVANTAGES.names()) == {"gae", "grpo", "rloo", "trloo"}
     with pytest.raises(ValueError, match="known"):
-        rl.ADVANTAGES.get("ppo2")
+        rl.ADVANTAGES.get_named("ppo2")
+    with pytest.raises(ValueError, match="advantage estimator 'gae' is already registered"):
+        rl.ADVANTAGES.register("gae", None)
     with pytest.raises(ValueError, match="critic values"):
         rl.compute_advantages(
             np.zeros((1, 2)),

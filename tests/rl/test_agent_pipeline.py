@@ -18,7 +18,7 @@ import pytest
 from agent_fixtures import agent_config, make_tiny_hf, solve_script, write_problems
 
 from kernels_env.client import SandboxClient
-from research.agent import AgentConfig, PolicyConfig, RunConfig, ScriptedPolicy, TasksConfig, run_agent
+from research.agent import AgentConfig, FlaxPolicyConfig, RunConfig, ScriptedPolicy, TasksConfig, run_agent
 from research.rl.pipeline import run_pipeline
 from research.rollout import read_trajectories
 
@@ -95,7 +95,7 @@ def test_every_stage_export_and_the_exported_policy_plays(setup, sandbox):
     # the exported policy plays through the agent loop (experiments.agent policy=flax policy.model=...)
     summary = run_agent(
         RunConfig(
-            policy=PolicyConfig(name="flax", model=str(final), dtype="float32", max_tokens=16),
+            policy=FlaxPolicyConfig(model=str(final), dtype="float32", max_tokens=16),
             agent=AgentConfig(max_turns=2, skills=False, concurrency=2),
             tasks=TasksConfig(problems_dir=str(problems)),
             out_dir=str(root / "play"),

@@ -123,6 +123,6 @@ def test_aggregations_and_micro_batch_sums(mode):
     mask[3] = 0  # a row with no policy token counts nowhere
     full = float(rl.aggregate(loss, mask, mode))
     np.testing.assert_allclose(full, np_aggregate(loss, mask, mode), rtol=1e-5)
-    den = rl.AGGREGATIONS.get(mode)[1](jnp.asarray(mask, jnp.float32))
+    den = rl.AGGREGATIONS.get_named(mode)[1](jnp.asarray(mask, jnp.float32))
     parts = sum(float(rl.aggregate(loss[i::4], mask[i::4], mode, den)) for i in range(4))
     np.testing.assert_allclose(parts, full, rtol=1e-5)

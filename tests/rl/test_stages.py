@@ -596,7 +596,7 @@ def test_demo_standalone_ablation_and_sigterm_keep_what_finished(tmp_path, monke
     from research.rl.pipeline.stages import STAGE_FNS
 
     def sigterm_at_rft(rt, prev):  # the signal arrives as stage 2 starts
-        demo._on_sigterm(signal.SIGTERM, None)
+        demo.on_sigterm(signal.SIGTERM, None)
 
     monkeypatch.setitem(STAGE_FNS, "rft", sigterm_at_rft)
     base = tiny_pipeline(tmp_path / "unused")
@@ -623,11 +623,14 @@ def test_demo_standalone_ablation_and_sigterm_keep_what_finished(tmp_path, monke
     assert list(summary["stages"]) == ["pretrain", "warmup"]
 
 
-def test_demo_after_full_without_a_full_run_is_one_clear_error(tmp_path):
-    from research.rl.pipeline import demo
+def test_demo_after_full_without_a_full_run_is_one_clear_error(tmp_path, capsys):
+    from scripts import toy_rl_demo
 
-    with pytest.raises(SystemExit, match="after_full: no full run in .*full .pipeline.json missing"):
-        demo.main(["--out", str(tmp_path / "o"), "--work", str(tmp_path / "work"), "--after-full"])
+    with pytest.raises(SystemExit) as exit_:
+        toy_rl_demo.main(["--out", str(tmp_path / "o"), "--work", str(tmp_path / "work"), "--after-full"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "after_full: no full run in " in err and "pipeline.json missing" in err
 
 
 @pytest.mark.slow  # two pipeline runs (about 2 minutes on 2 cores)

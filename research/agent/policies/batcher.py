@@ -17,6 +17,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._episodes import EpisodeQueue
+
 
 @dataclass
 class Request:
@@ -26,7 +28,9 @@ class Request:
     future: Future = field(default_factory=Future)
 
 
-class GenerationBatcher:
+class GenerationBatcher(EpisodeQueue):
+    what = "generation batcher"
+
     def __init__(
         self,
         sampler,
@@ -40,62 +44,24 @@ class GenerationBatcher:
     ):
         self.sampler, self.config, self.keep_cache = sampler, config, keep_cache
         self.max_batch, self.max_wait_s, self.seed = max_batch, max_wait_s, seed
-        self._cv = threading.Condition()
+        super().__init__()
         self._pending: list[Request] = []
-        self._active = 0
-        self._reserved = 0
         self.lockstep = lockstep
         self._last_register = 0.0
-        self._closed = False
         self.calls: list[dict[str, Any]] = []  # per sampler call: batch size, seconds, tokens
         self._thread = threading.Thread(target=self._loop, name="agent-generation", daemon=True)
         self._thread.start()
 
-    def register(self) -> None:
-        with self._cv:
-            if self._reserved:
-                self._reserved -= 1  # counted by reserve()
-            else:
-                self._active += 1
-            self._last_register = time.monotonic()
-
-    def reserve(self, n: int) -> None:
-        """Count ``n`` episodes that will register (lockstep: no batch goes before all of them ask)."""
-        with self._cv:
-            self._active += n
-            self._reserved += n
-
-    def release(self, n: int = 1) -> None:
-        """Give back reservations of episodes that ended before they registered (e.g. their workspace
-        could not be made), so lockstep never waits for them."""
-        with self._cv:
-            n = min(n, self._reserved)
-            self._reserved -= n
-            self._active -= n
-            self._cv.notify_all()
-
-    def unregister(self, cache=None) -> None:
-        """An episode ended (``cache``: its last kept cache; garbage, nothing to free)."""
-        with self._cv:
-            self._active -= 1
-            self._cv.notify_all()
+    def _registered(self) -> None:
+        self._last_register = time.monotonic()
 
     def generate(self, prompt: list[int], cache=None, key: Any = 0):
         """(response ids, log-probs, finish reason, kept cache) of one prompt; blocks until its batch ran.
         ``key``: the request's row order in lockstep batches."""
-        req = Request(prompt, cache, key)
-        with self._cv:
-            if self._closed:
-                raise RuntimeError("the generation batcher is closed")
-            self._pending.append(req)
-            self._cv.notify_all()
-        return req.future.result()
+        return self._queue(self._pending, Request(prompt, cache, key))
 
     def close(self) -> None:
-        with self._cv:
-            self._closed = True
-            self._cv.notify_all()
-        self._thread.join(timeout=10)
+        self._close(self._thread, timeout=10)
 
     def _take(self) -> list[Request] | None:
         with self._cv:

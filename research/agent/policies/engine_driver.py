@@ -21,6 +21,8 @@ from typing import Any
 
 import jax
 
+from ._episodes import EpisodeQueue
+
 SAVED = ("prefill_saved_sharing", "prefill_saved_continuation")
 
 
@@ -42,72 +44,36 @@ def _siblings_together(turns: list[_Turn]) -> list[_Turn]:
     return [t for group in sorted(order.values(), key=len, reverse=True) for t in group]
 
 
-class EngineDriver:
+class EngineDriver(EpisodeQueue):
+    what = "generation engine driver"
+
     def __init__(self, engine, config, *, keep_cache: bool, seed: int = 0, max_wait_s: float = 0.05):
         self.engine, self.config, self.keep_cache, self.seed = engine, config, keep_cache, seed
         self.max_wait_s = max_wait_s
         if engine.busy or engine.stats["kept_pages"]:
             raise RuntimeError("the engine is in use by another policy (requests or kept caches left)")
-        self._cv = threading.Condition()
+        super().__init__()
         self._inbox: list[_Turn] = []
         self._drops: list[int] = []
         self._running: dict[int, _Turn] = {}  # engine request id -> its turn
         self._turn_of: dict[int, int] = {}  # kept request id -> the episode turn it was
-        self._active = self._reserved = 0
-        self._closed = False
-        self._broken: Exception | None = None
         self.calls: list[dict[str, Any]] = []  # per engine step: requests in it, seconds, tokens
         self._thread = threading.Thread(target=self._loop, name="agent-engine", daemon=True)
         self._thread.start()
 
     # --- the batcher's surface -------------------------------------------------------------------------
 
-    def register(self) -> None:
-        with self._cv:
-            if self._reserved:
-                self._reserved -= 1
-            else:
-                self._active += 1
-
-    def reserve(self, n: int) -> None:
-        with self._cv:
-            self._active += n
-            self._reserved += n
-
-    def release(self, n: int = 1) -> None:
-        """Give back reservations of episodes that never registered."""
-        with self._cv:
-            n = min(n, self._reserved)
-            self._reserved -= n
-            self._active -= n
-            self._cv.notify_all()
-
-    def unregister(self, cache=None) -> None:
-        """An episode ended; ``cache``: its last kept request, whose pages are freed."""
-        with self._cv:
-            self._active -= 1
-            if cache is not None:
-                self._drops.append(cache)
-            self._cv.notify_all()
+    def _ended(self, cache) -> None:  # its last kept request: the driver thread frees its pages
+        if cache is not None:
+            self._drops.append(cache)
 
     def generate(self, prompt: list[int], cache=None, key: Any = 0):
         """(response ids, log-probs, finish reason, kept request id) of one turn; ``cache``: the episode's
         previous kept request (None: its first turn), ``key``: the episode's random stream (an int)."""
-        turn = _Turn(list(prompt), cache, int(key))
-        with self._cv:
-            if self._closed:
-                raise RuntimeError("the generation engine driver is closed")
-            if self._broken is not None:
-                raise self._broken
-            self._inbox.append(turn)
-            self._cv.notify_all()
-        return turn.future.result()
+        return self._queue(self._inbox, _Turn(list(prompt), cache, int(key)))
 
     def close(self) -> None:
-        with self._cv:
-            self._closed = True
-            self._cv.notify_all()
-        self._thread.join(timeout=60)
+        self._close(self._thread, timeout=60)
 
     # --- the driver thread -----------------------------------------------------------------------------
 

@@ -10,39 +10,32 @@ import time
 from typing import Any
 
 from ..actions import Action, ToolCall
+from ..config import OpenAIPolicyConfig
 from .base import Policy, PolicyEpisode
 
 
 class OpenAIPolicy(Policy):
     name = "openai"
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str,
-        api_key_env: str = "OPENAI_API_KEY",
-        temperature: float = 0.7,
-        max_tokens: int = 4096,
-        timeout_s: float = 600.0,
-        max_retries: int = 5,
-        backoff_s: float = 2.0,
-        seed: int | None = None,
-    ):
+    def __init__(self, config: OpenAIPolicyConfig):
+        """``config``: the endpoint, model and sampling settings (their defaults live there only)."""
         import openai
 
-        key = os.environ.get(api_key_env)
+        config.check()
+        key = os.environ.get(config.api_key_env)
         if not key:
             raise ValueError(
-                f"policy.api_key_env: environment variable {api_key_env!r} is not set (local servers accept "
-                "any non-empty value)"
+                f"policy.api_key_env: environment variable {config.api_key_env!r} is not set (local servers "
+                "accept any non-empty value)"
             )
         self._openai = openai
         # Retries are ours (counted and logged per turn), so the client's own are off.
-        self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=0)
-        self.model, self.base_url = model, base_url
-        self.temperature, self.max_tokens, self.seed = temperature, max_tokens, seed
-        self.max_retries, self.backoff_s = max_retries, backoff_s
+        self.client = openai.OpenAI(
+            base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
+        )
+        self.model, self.base_url = config.model, config.base_url
+        self.temperature, self.max_tokens, self.seed = config.temperature, config.max_tokens, config.seed
+        self.max_retries, self.backoff_s = config.max_retries, config.backoff_s
 
     def describe(self):
         return {"name": self.name, "model": self.model, "base_url": self.base_url}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._core import FLOAT_LAYOUTS, ROW, Ctx, Op, TensorState
-from ._helpers import done, param_shape, unary
+from ._helpers import channel_dim, done, param_shape, unary
 
 ANY = FLOAT_LAYOUTS | {ROW}
 
@@ -34,8 +34,6 @@ def _binary_input(name: str, desc: str, template: str, gen: str = "randn", sign:
 
 
 def _prelu(ctx: Ctx, t: TensorState) -> TensorState:
-    from ._helpers import channel_dim
-
     c = ctx.code(t.shape[channel_dim(t)])
     p = ctx.attr("prelu")
     ctx.init(f"{p} = nn.PReLU({c}{ctx.dk})")

@@ -17,6 +17,12 @@ def _rows(t: TensorState) -> int:
     return t.numel() // t.shape[-1].real
 
 
+def _gemm_done(ctx: Ctx, t: TensorState, k, n, name: str, desc: str, **kw) -> TensorState:
+    """The end of a [.., k] x [k, n] product's build: its cost, then the op done with output [.., n]."""
+    _gemm_cost(ctx, _rows(t), k.real, n.real)
+    return done(ctx, t, name, desc, shape=(*t.shape[:-1], n), sign="any", **kw)
+
+
 def _linear(bias: bool):
     def build(ctx: Ctx, t: TensorState) -> TensorState:
         k = t.shape[-1]
@@ -24,15 +30,7 @@ def _linear(bias: bool):
         fc = ctx.attr("fc" if bias else "proj")
         ctx.init(f"{fc} = nn.Linear({ctx.code(k)}, {n.expr}{'' if bias else ', bias=False'}{ctx.dk})")
         ctx.fwd(f"x = {fc}({t.var})")
-        _gemm_cost(ctx, _rows(t), k.real, n.real)
-        return done(
-            ctx,
-            t,
-            "linear" if bias else "linear_nobias",
-            "a linear layer",
-            shape=(*t.shape[:-1], n),
-            sign="any",
-        )
+        return _gemm_done(ctx, t, k, n, "linear" if bias else "linear_nobias", "a linear layer")
 
     return build
 
@@ -47,16 +45,8 @@ def _matmul_input(transposed: bool):
         else:
             w = ctx.input("w", (k, n))
             ctx.fwd(f"x = torch.matmul({t.var}, {w})")
-        _gemm_cost(ctx, _rows(t), k.real, n.real)
-        return done(
-            ctx,
-            t,
-            "matmul_t" if transposed else "matmul",
-            "a matrix product with a second input",
-            shape=(*t.shape[:-1], n),
-            sign="any",
-            bounded=False,
-        )
+        name = "matmul_t" if transposed else "matmul"
+        return _gemm_done(ctx, t, k, n, name, "a matrix product with a second input", bounded=False)
 
     return build
 

@@ -67,6 +67,7 @@ def _triplet(ctx: Ctx, t: TensorState) -> TensorState:
     )
 
 
+# One build function per op (the op table's unit); what they share is already Ctx's and done()'s.
 def _cosine(ctx: Ctx, t: TensorState) -> TensorState:
     y = ctx.input("y", t.shape)
     ctx.fwd(f"x = F.cosine_similarity({t.var}, {y}, dim=1)")

@@ -53,6 +53,7 @@ def _group_norm(ctx: Ctx, t: TensorState) -> TensorState:
     return done(ctx, t, "group_norm", "GroupNorm", sign="any", bounded=True)
 
 
+# One build function per op (the op table's unit); what they share is already _norm_cost and done().
 def _instance_norm(ctx: Ctx, t: TensorState) -> TensorState:
     rank = SPATIAL_RANK[t.layout]
     for which in ("real", "proxy"):

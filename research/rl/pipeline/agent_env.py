@@ -29,7 +29,7 @@ import numpy as np
 import models
 from kernels_env.client import JudgeConfig
 from kernels_env.session import WorkspaceSession
-from research.agent import Budgets, GenerationConfig, Task, run_episode, tool_specs
+from research.agent import Budgets, GenerationConfig, SkillLibrary, Task, run_episode, tool_specs
 from research.agent.policies.flax_policy import FlaxPolicy
 from research.rollout import Trajectory, stable_seed
 
@@ -137,8 +137,6 @@ class AgentEnv:
 
     def skills(self):
         if self.cfg.skills and self._skills is None:
-            from research.agent import SkillLibrary
-
             self._skills = SkillLibrary()
         return self._skills
 
@@ -211,13 +209,7 @@ class AgentEnv:
                 if not seat.started:
                     policy.batcher.release(1)
             traj = res.trajectory
-            traj.info.update(
-                level=res.level,
-                messages=res.messages,
-                usage=res.usage,
-                timings=res.timings,
-                errors=res.errors,
-            )
+            traj.info.update(res.context())
             return traj
 
         t0 = time.perf_counter()

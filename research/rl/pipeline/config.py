@@ -13,6 +13,7 @@ from typing import Any
 
 from kernels_env.client import JudgeConfig, SandboxConfig
 from models import ModelConfig, ModelSpec
+from research.agent import TasksConfig
 from research.rollout import RolloutConfig
 from research.toyenv import CorpusConfig, ToyTaskConfig
 
@@ -36,8 +37,6 @@ def task_config(env: str, tasks: Any):
     """The typed task config of ``env`` from a dict (Hydra's node) or None (its defaults): the agent
     loop's ``research.agent.TasksConfig`` (a KernelBench directory, a research.data dataset, toy tasks
     as problems) or the toy environment's ``ToyTaskConfig``."""
-    from research.agent import TasksConfig
-
     kind = TasksConfig if env == "agent" else ToyTaskConfig
     if isinstance(tasks, kind):
         return tasks
@@ -88,13 +87,21 @@ def _learner(actor_lr: float, critic_lr: float, **kw) -> LearnerConfig:
 
 
 @dataclass
-class WarmupConfig:
-    """Stage 1: single-turn PPO from the pretrained policy."""
+class PPOConfig:
+    """Stage 4: multi-turn PPO from the RFT actor and the pretrained critic."""
 
     steps: int = 20
+    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(turns=3, episodes=128, seed=3))
+    learner: LearnerConfig = field(default_factory=lambda: _learner(2e-5, 1e-4))
+    save_every: int = 10
+
+
+@dataclass
+class WarmupConfig(PPOConfig):
+    """Stage 1: single-turn PPO from the pretrained policy (stage 4's settings, its own defaults)."""
+
     rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(turns=1, episodes=128, seed=1))
     learner: LearnerConfig = field(default_factory=lambda: _learner(3e-5, 1e-4))
-    save_every: int = 10
 
 
 @dataclass
@@ -123,16 +130,6 @@ class ValueConfig:
     batch_size: int = 64
     on: str = "all"
     learner: LearnerConfig = field(default_factory=lambda: _learner(3e-5, 1e-4))
-    save_every: int = 10
-
-
-@dataclass
-class PPOConfig:
-    """Stage 4: multi-turn PPO from the RFT actor and the pretrained critic."""
-
-    steps: int = 20
-    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(turns=3, episodes=128, seed=3))
-    learner: LearnerConfig = field(default_factory=lambda: _learner(2e-5, 1e-4))
     save_every: int = 10
 
 

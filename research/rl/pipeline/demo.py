@@ -1,6 +1,7 @@
 """The GPU learning demonstration of issue 14, time-boxed (``scripts/gpu_toy_rl.sh``; 10 minutes on one H200).
+Its command line is ``scripts/toy_rl_demo.py``; this module is the library side (``run_demo(DemoConfig)``):
 
-    python -m research.rl.pipeline.demo --out $OUT --work /tmp/toy_rl --budget-s 540
+    python -m scripts.toy_rl_demo --out $OUT --work /tmp/toy_rl --budget-s 540
 
 1. the full pipeline (pretraining, the four stages) under ``--work/full``, every policy evaluated on the
    held-out splits (greedy, judged fresh with the full judge: no cache) after pretraining and after each
@@ -21,12 +22,9 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
 import json
-import signal
-import sys
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -59,6 +57,7 @@ class DemoConfig:
     seed: int = 0
     warmup_steps: int | None = None  # None: demo_pipeline's
     warmup_lr: float | None = None  # None: demo_pipeline's
+    command: str = ""  # how the demo was started, recorded in the exported policy's TRAINED_BY.json
 
 
 def fast_judge() -> JudgeConfig:
@@ -315,7 +314,7 @@ def run_demo(cfg: DemoConfig, *, base: PipelineConfig | None = None, judge=None)
             reserve = cfg.min_ablation_s * len(cfg.ablations)
             full = dataclasses.replace(base, time_budget_s=max(left() - reserve, left() * 0.6))
             _run(full, "full", results, work, out, judge)
-            _export_policy(results, Path(full.out_dir), out)
+            _export_policy(results, Path(full.out_dir), out, cfg.command)
         for i, name in enumerate(cfg.ablations):
             if left() < cfg.min_ablation_s:
                 results["runs"][name] = {"skipped": f"time budget: {left():.0f} s left"}
@@ -328,20 +327,20 @@ def run_demo(cfg: DemoConfig, *, base: PipelineConfig | None = None, judge=None)
     except Terminated as exc:  # after SIGTERM: what finished is in results.json; no further run starts
         results["terminated"] = str(exc)
         if not cfg.standalone and "full" in results["runs"] and "exported_policy" not in results:
-            _export_policy(results, Path(base.out_dir), out)
+            _export_policy(results, Path(base.out_dir), out, cfg.command)
     results["elapsed_s"] = time.monotonic() - t0
     _collect(results, work, out)
     return results
 
 
-def _export_policy(results: dict, run_dir: Path, out: Path) -> None:
+def _export_policy(results: dict, run_dir: Path, out: Path, command: str) -> None:
     """The full run's last actor as one archive (the transport returns files, not checkpoint trees)."""
     try:
         info = json.loads((run_dir / "pipeline.json").read_text())
         stage = list(info["stages"])[-1]
         actor = Path(json.loads(Path(info["stages"][stage]).read_text())["actor"])
         trained_by = {
-            "command": " ".join(["python -m research.rl.pipeline.demo", *sys.argv[1:]]),
+            "command": command,
             "stage": stage,
             "manifest": info["stages"][stage],
         }
@@ -359,7 +358,8 @@ class Terminated(BaseException):
     its summary and closes the sandbox."""
 
 
-def _on_sigterm(signum, frame):
+def on_sigterm(signum, frame):
+    """The SIGTERM handler a demo's entry point installs (``signal.signal(signal.SIGTERM, on_sigterm)``)."""
     raise Terminated(f"signal {signum}")
 
 
@@ -377,39 +377,3 @@ def _run(cfg: PipelineConfig, name: str, results: dict, work: Path, out: Path, j
         if name in results["runs"]:
             results["runs"][name]["wall_s"] = time.monotonic() - t
         _collect(results, work, out)
-
-
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True)
-    p.add_argument("--work", default="/tmp/gpu_toy_rl")
-    p.add_argument("--budget-s", type=float, default=540.0)
-    p.add_argument("--ablations", default=",".join(ABLATIONS))
-    p.add_argument("--standalone", action="store_true", help="no full run: each ablation from scratch")
-    p.add_argument(
-        "--after-full", action="store_true", help="the full run is in --work already: ablations only"
-    )
-    p.add_argument("--warmup-steps", type=int, default=None, help="warm-up steps (default: the demo's)")
-    p.add_argument("--warmup-lr", type=float, default=None, help="warm-up actor lr (default: the demo's)")
-    a = p.parse_args(argv)
-    abl = [x for x in a.ablations.split(",") if x]
-    cfg = DemoConfig(
-        out=a.out,
-        work=a.work,
-        budget_s=a.budget_s,
-        ablations=abl,
-        standalone=a.standalone,
-        after_full=a.after_full,
-        warmup_steps=a.warmup_steps,
-        warmup_lr=a.warmup_lr,
-    )
-    signal.signal(signal.SIGTERM, _on_sigterm)  # an outer timeout still leaves results.json
-    try:
-        res = run_demo(cfg)
-    except (ValueError, FileNotFoundError) as exc:  # a wrong invocation: one line, not a traceback
-        sys.exit(f"demo: {exc}")
-    print(json.dumps({k: res.get(k) for k in ("target", "elapsed_s")}, indent=2, default=str))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,7 @@
 """Pretraining the toy policy from scratch on the corpus of correct, unoptimised plans (the stand-in for a
 base model): next-token NLL of the plan tokens given ``<bos> task <sep>`` (prompt tokens are context, not
-targets), Optax AdamW with warmup + cosine decay, optional label smoothing, one jitted step.
+targets), AdamW with warmup + cosine decay (``research.rl.make_optimizer``), optional label smoothing, each
+step the learner's (``Learner.actor_update``: the one jitted training step of research.rl).
 
 Label smoothing is off by default: it puts its mass on every token of the vocabulary at every position, so
 a policy sampled at temperature 1 writes a non-plan token (an observation token, ``<sep>``, a block size
@@ -48,7 +49,6 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 import models
@@ -65,9 +65,10 @@ from research.toyenv import (
 from research.toyenv.observations import BASELINES, SPEED_EDGES, STATUSES, observation_tokens
 from research.toyenv.tokenizer import EOS
 
+from .._config import LearnerConfig, OptimConfig
 from .._distributed import agree, is_primary
+from .._learner import Learner
 from .._loop import _NoWriter
-from .._mesh import init_sharded
 from .._metrics import MetricsWriter
 
 
@@ -194,6 +195,29 @@ def _nll(model, ids, mask, smoothing, legal=None, grammar=0.0, labels=None):
     return (loss * m).sum() / den, ((nll * m).sum() / den, (acc * m).sum() / den)
 
 
+def optimizer(cfg: PretrainConfig) -> OptimConfig:
+    """The actor's optimizer: AdamW, global-norm clipping at 1, linear warm-up (at least one step, short of
+    the last) then cosine decay to a tenth of ``lr`` at ``steps``."""
+    warmup = min(max(cfg.warmup_steps, 1), max(cfg.steps - 1, 1))
+    return OptimConfig(
+        lr=cfg.lr,
+        schedule="cosine",
+        warmup_steps=warmup,
+        total_steps=max(cfg.steps, warmup + 1),
+        min_lr_ratio=0.1,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=1.0,
+    )
+
+
+def _loss(model, batch, *, cfg: PretrainConfig, q_table):
+    """``Learner.actor_update``'s loss: ``_nll`` of a batch (ids, mask, legal-target rows, labels)."""
+    ids, mask, qid, labels = batch
+    legal = q_table[qid] if cfg.grammar_smoothing > 0 else None
+    loss, (nll, acc) = _nll(model, ids, mask, cfg.label_smoothing, legal, cfg.grammar_smoothing, labels)
+    return loss, {"nll": nll, "token_acc": acc}
+
+
 def pretrain(
     model,
     corpus_tasks,
@@ -225,37 +249,16 @@ def pretrain(
     q_table = jnp.asarray(q_table)
     # Validation: the corpus as written (no detours).
     val = encode_corpus(corpus_plans(tasks[:n_val], corpus), tok, cfg.seq_len, share)[:2] if n_val else None
-    warmup = min(max(cfg.warmup_steps, 1), max(cfg.steps - 1, 1))
-    sched = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, warmup, max(cfg.steps, warmup + 1), cfg.lr * 0.1)
-    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=cfg.weight_decay))
-    if mesh is not None:
-        model = models.shard_model(model, mesh)
-    graphdef, params = nnx.split(model)
-    params = jax.tree.map(jnp.copy, params)
-    # With a mesh: Adam's moments laid out like their parameters, counts replicated.
-    opt = jax.jit(tx.init)(params) if mesh is None else init_sharded(tx, params, mesh)
-    put_batch, out = jnp.asarray, None
+    learner = Learner(LearnerConfig(actor=optimizer(cfg), seed=cfg.seed), actor=model, mesh=mesh)
+    loss_fn = functools.partial(_loss, cfg=cfg, q_table=q_table)
+    put_batch = jnp.asarray
     if mesh is not None:
         rows = models.batch_sharding(mesh)
         put_batch = lambda x: jax.device_put(np.asarray(x), rows)
-        # Pinned output layouts: every step sees the same shardings (no recompile, no drift to replicated).
-        out = (jax.tree.map(lambda a: a.sharding, params), jax.tree.map(lambda a: a.sharding, opt), None)
-
-    @functools.partial(jax.jit, out_shardings=out)
-    def step(params, opt, ids, mask, qid, labels):
-        legal = q_table[qid] if cfg.grammar_smoothing > 0 else None
-
-        def loss_fn(p):
-            model = nnx.merge(graphdef, p)
-            return _nll(model, ids, mask, cfg.label_smoothing, legal, cfg.grammar_smoothing, labels)
-
-        (loss, (nll, acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-        updates, opt = tx.update(grads, opt, params)
-        return optax.apply_updates(params, updates), opt, {"loss": loss, "nll": nll, "token_acc": acc}
 
     @jax.jit
     def evaluate(params, ids, mask):
-        return _nll(nnx.merge(graphdef, params), ids, mask, 0.0)[1]
+        return _nll(nnx.merge(learner.actor_def, params), ids, mask, 0.0)[1]
 
     rng = np.random.default_rng(cfg.seed)
     primary = is_primary()  # several processes: every one trains, process 0 alone logs
@@ -272,14 +275,14 @@ def pretrain(
         for s in range(1, cfg.steps + 1):
             idx = rng.integers(0, len(train_ids), cfg.batch_size)
             batch = tuple(put_batch(a[idx]) for a in (train_ids, train_mask, train_q, train_labels))
-            params, opt, m = step(params, opt, *batch)
+            m = learner.actor_update(loss_fn, batch)
             if bar is not None:
                 bar.update(1)
             stop = deadline is not None and agree(time.monotonic() > deadline)  # process 0's clock
             if s % cfg.log_every == 0 or s == cfg.steps or stop:
                 last = {k: float(v) for k, v in m.items()}
                 if val is not None:
-                    vn, va = evaluate(params, jnp.asarray(val[0]), jnp.asarray(val[1]))
+                    vn, va = evaluate(learner.state.actor, jnp.asarray(val[0]), jnp.asarray(val[1]))
                     last.update(val_nll=float(vn), val_token_acc=float(va))
                 last["time/elapsed_s"] = time.perf_counter() - t0
                 writer.write(s, last)
@@ -290,7 +293,10 @@ def pretrain(
         writer.close()
         if bar is not None:
             bar.close()
-    nnx.update(model, params)
+    if mesh is None:
+        nnx.update(model, learner.state.actor)
+    else:
+        model = learner.actor_model()
     last.setdefault("step", 0)
     last["corpus_sequences"] = int(len(train_ids))
     return model, last

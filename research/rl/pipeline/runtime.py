@@ -20,12 +20,17 @@ import jax
 
 import models
 from kernels_env.client import SandboxClient
+from research.agent import load_tasks
+from research.agent.policies.chat import TINY_TEMPLATE, ChatFormat
+from research.evaluation.protocol import load_protocol
+from research.evaluation.protocol_tasks import TRAINING_SPLITS, protocol_splits
 from research.rollout import RolloutConfig
 from research.toyenv import JudgeCache, PlanJudge, corpus_tasks, cpu_size, make_tasks, toy_tokenizer
 from research.toyenv.rollout import ToyEnv, make_sampler
 
 from .._distributed import agree, local_model
 from .._mesh import AXES, MeshConfig, MeshError, build_mesh
+from .agent_env import AgentEnv
 from .config import PipelineConfig
 from .shares import SharedEnv, share_rollout, split_env
 
@@ -133,11 +138,6 @@ class Runtime:
         """The agent loop's environment: the learner's tokenizer and chat template (the checkpoint's own;
         the bundled tokenizer gets ``TINY_TEMPLATE``, a Qwen2.5-shaped template with tools), the tasks of
         ``cfg.tasks`` by split and one sandbox client for tools and final verdicts (``client``: a test's)."""
-        from research.agent import load_tasks
-        from research.agent.policies.chat import TINY_TEMPLATE, ChatFormat
-
-        from .agent_env import AgentEnv
-
         cfg, spec = self.cfg, self.cfg.model
         tok_dir = spec.tokenizer or spec.checkpoint
         self.tokenizer = models.load_tokenizer(tok_dir) if tok_dir else models.default_tokenizer()
@@ -154,9 +154,6 @@ class Runtime:
         for t in tasks:
             splits.setdefault(t.split, []).append(t)
         if cfg.tasks.protocol:  # the study's splits: the test splits never reach the environment
-            from research.evaluation.protocol import load_protocol
-            from research.evaluation.protocol_tasks import TRAINING_SPLITS, protocol_splits
-
             splits = protocol_splits(tasks, load_protocol(cfg.tasks.protocol), TRAINING_SPLITS)
         # with a protocol, SFT clones demos of train tasks only (None: every demo)
         self.train_tasks = {t.id for t in splits["train"]} if cfg.tasks.protocol else None

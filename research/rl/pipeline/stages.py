@@ -47,6 +47,7 @@ from .overlap import OverlappedSource
 from .pretrain import pretrain
 from .rollout_metrics import rollout_metrics
 from .runtime import Runtime, build_policy
+from .sft import demo_trajectories, demos_path, sft_batches
 
 
 def _pack(rt: Runtime, records, max_len: int, rows: int, max_turns: int = 64, learner=None):
@@ -268,8 +269,6 @@ def run_ppo(rt: Runtime, prev: Manifest) -> Manifest:
 def run_sft(rt: Runtime, prev: Manifest) -> Manifest:
     """Cold-start SFT (env=agent): demonstrations rendered with the learner's tokenizer and chat template,
     NLL on assistant tokens only (``sft.py``), ``epochs`` passes through ``Learner.rft_step``."""
-    from .sft import demo_trajectories, demos_path, sft_batches
-
     c = rt.cfg.sft
     path = demos_path(c.demos)
     demos = hashlib.sha256(path.read_bytes()).hexdigest()

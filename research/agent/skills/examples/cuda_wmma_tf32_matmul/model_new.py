@@ -54,6 +54,7 @@ extern "C" int wmma_matmul_launch(const float* A, const float* B, float* C, int 
 lib = cuda_library({"wmma_matmul.cu": SOURCE}, name="wmma_tf32_matmul")
 
 
+# Like cuda_smem_tiled_matmul's wrapper on purpose: each example is one self-contained file the agent reads.
 class ModelNew(nn.Module):
     def forward(self, a, b):
         a, b = a.contiguous(), b.contiguous()

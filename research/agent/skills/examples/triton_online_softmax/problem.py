@@ -1,3 +1,4 @@
+# A KernelBench-format problem of its own example (self-contained: the skill tool serves each alone).
 import torch
 import torch.nn as nn
 
