@@ -13,9 +13,8 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 # No dataclass behind them: Hydra's own settings (job logging, run and sweep dirs, the basic launcher alias),
-# the evaluation root (groups only) and a sweep's axes. conf/policy/ becomes per-policy dataclass configs in
-# the policy registry change (issue 34): add it here then.
-NO_SCHEMA = ("common/", "hydra/job_logging/", "hydra/launcher/local.yaml", "policy/", "config.yaml")
+# the evaluation root (groups only) and a sweep's axes.
+NO_SCHEMA = ("common/", "hydra/job_logging/", "hydra/launcher/local.yaml", "config.yaml")
 NO_SCHEMA += ("sweep/protocols.yaml",)  # hydra.sweeper.params only
 
 
@@ -26,7 +25,15 @@ def _schemas() -> dict[str, dict[str, type]]:
     from kernels_env.client import JudgeConfig, SandboxConfig
     from kernels_env.rules.config import BatchConfig
     from models import ModelSpec
-    from research.agent import AgentConfig, RunConfig, TasksConfig
+    from research.agent import (
+        AgentConfig,
+        FlaxPolicyConfig,
+        OpenAIPolicyConfig,
+        RunConfig,
+        ScriptedPolicyConfig,
+        TasksConfig,
+        ToyPolicyConfig,
+    )
     from research.data.config import MixConfig, SplitConfig, SynthesisConfig
     from research.data.transcripts import CorpusConfig
     from research.evaluation import FieldMap, SolutionSetConfig
@@ -45,6 +52,10 @@ def _schemas() -> dict[str, dict[str, type]]:
         "mapping/": {"": FieldMap},
         "tasks/": {"": TasksConfig},
         "agent/": {"": AgentConfig},
+        "policy/flax.yaml": {"": FlaxPolicyConfig},
+        "policy/openai.yaml": {"": OpenAIPolicyConfig},
+        "policy/scripted.yaml": {"": ScriptedPolicyConfig},
+        "policy/toy.yaml": {"": ToyPolicyConfig},
         "data/mix/": {"": MixConfig},
         "data/split/": {"": SplitConfig},
         "distributed/": {"": DistributedConfig},
