@@ -149,13 +149,8 @@ class SandboxClient:
         with self._lock:
             self._fleet.close()
 
-    @property
-    def device(self) -> str | None:
-        return self._fleet.device
-
-    @property
-    def cuda_arch(self) -> str:
-        return self._fleet.cuda_arch
+    device = property(lambda self: self._sandbox.device, doc="The fleet's device (Sandbox.device).")
+    cuda_arch = property(lambda self: self._sandbox.cuda_arch, doc="The fleet's GPU architecture.")
 
     @property
     def environment(self) -> dict[str, Any]:
