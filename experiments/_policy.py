@@ -1,14 +1,11 @@
 """The agent policy's config node, shared by the mains that run the agent loop (agent, study): each policy's
 dataclass (``research.agent.POLICIES``) is the schema of ``conf/policy/<name>.yaml`` (registered here as
 ``policy/<name>_schema``, so Hydra checks its overrides), ``run_config`` fills the one the node names, and
-``policy_keys_checked`` turns a command-line setting the chosen policy lacks into one line (exit 2) before
-Hydra composes (whose own report of it is several lines)."""
+``check_policy_overrides`` names a command-line setting the chosen policy lacks, sweeps included
+(``experiments._command_line`` makes it one line, exit 2, before Hydra composes)."""
 
 from __future__ import annotations
 
-import functools
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from experiments._hydra import CONF, to_dataclass
-from research.agent import POLICIES, AgentConfigError, RunConfig
+from research.agent import POLICIES, RunConfig
 from research.agent.policies import check_settings
 
 for _name, _spec in POLICIES.items():
@@ -58,24 +55,3 @@ def check_policy_overrides(root: str, argv: list[str]) -> None:
             for name in chosen:
                 if name in POLICIES:  # an unknown policy: Hydra lists the options
                     check_settings(name, [o.key_or_group.split(".")[1]])
-
-
-def policy_keys_checked(root: str):
-    """Wrap a Hydra main: ``check_policy_overrides`` on the command line first (``error: <line>``, exit 2;
-    ``HYDRA_FULL_ERROR=1`` raises instead, as ``experiments._hydra.user_errors`` does)."""
-
-    def wrap(main):
-        @functools.wraps(main)
-        def checked(*args, **kwargs):
-            try:
-                check_policy_overrides(root, sys.argv[1:])
-            except AgentConfigError as exc:
-                if os.environ.get("HYDRA_FULL_ERROR") == "1":
-                    raise
-                print(f"error: {exc}", file=sys.stderr)
-                sys.exit(2)
-            return main(*args, **kwargs)
-
-        return checked
-
-    return wrap

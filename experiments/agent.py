@@ -15,8 +15,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from experiments._command_line import command_line_checked
 from experiments._hydra import CONF, user_errors
-from experiments._policy import policy_keys_checked, run_config
+from experiments._policy import check_policy_overrides, run_config
 from experiments._schemas import register
 from research.agent import AgentConfigError, RunConfig
 
@@ -33,7 +34,7 @@ CONFIG_NAME = "agent"
 register(CONFIG_NAME)  # the groups' dataclasses as their schemas (conf/policy/flax.yaml's generation too)
 
 
-@policy_keys_checked(CONFIG_NAME)
+@command_line_checked(CONFIG_NAME, check_policy_overrides)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.agent import run_agent

@@ -16,6 +16,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from experiments._command_line import command_line_checked
 from experiments._hydra import CONF, to_dataclass, user_errors
 from experiments._schemas import register
 from kernels_env.client import JudgeConfig, SandboxConfig
@@ -36,6 +37,7 @@ def to_config(cfg: DictConfig) -> tuple[CorpusConfig, SandboxConfig, TextPolicyS
     return corpus, sandbox, to_dataclass(TextPolicySpec, spec, where="text_policy") if build else None
 
 
+@command_line_checked(CONFIG_NAME)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from kernels_env.client import SandboxClient

@@ -13,6 +13,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from experiments._command_line import command_line_checked
 from experiments._hydra import CONF, to_dataclass, user_errors
 from experiments._schemas import register
 from kernels_env.rules.config import BatchConfig
@@ -28,6 +29,7 @@ CONFIG_NAME = "config"
 register(CONFIG_NAME)  # each group's dataclass as its schema (experiments._schemas)
 
 
+@command_line_checked(CONFIG_NAME)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from kernels_env.reports.batch import BatchInputError, run_batch

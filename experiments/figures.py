@@ -10,6 +10,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from experiments._command_line import command_line_checked
 from experiments._hydra import CONF, to_dataclass, user_errors
 from experiments._schemas import register
 from research.evaluation.figures import FiguresConfig
@@ -25,6 +26,7 @@ CONFIG_NAME = "figures"
 register(CONFIG_NAME)  # each group's dataclass as its schema (experiments._schemas)
 
 
+@command_line_checked(CONFIG_NAME)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.evaluation.figures import run_figures

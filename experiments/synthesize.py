@@ -14,6 +14,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from experiments._command_line import command_line_checked
 from experiments._hydra import CONF, to_dataclass, user_errors
 from experiments._schemas import register
 from research.data.config import SynthesisConfig, SynthesisConfigError
@@ -30,6 +31,7 @@ def to_config(cfg: DictConfig) -> SynthesisConfig:
     return to_dataclass(SynthesisConfig, node, where="synthesize")
 
 
+@command_line_checked(CONFIG_NAME)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from research.data.synthesize import synthesize

@@ -26,6 +26,7 @@ import logging
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from experiments._command_line import command_line_checked
 from experiments._hydra import CONF, ConfigError, save_config, to_dataclass, user_errors
 from experiments._schemas import register
 from research.rl.pipeline.config import PipelineConfig
@@ -52,6 +53,7 @@ def start_jax(config: PipelineConfig) -> None:
     initialize_distributed(config.distributed)
 
 
+@command_line_checked(CONFIG_NAME)
 @hydra.main(config_path=CONF, config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig

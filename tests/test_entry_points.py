@@ -125,6 +125,45 @@ CASES = [
 ]
 
 
+# Overrides Hydra cannot compose (experiments._command_line): its report of several lines, as one line, and
+# checked before Hydra starts, so not even the run directory's parent is made.
+COMPOSE_CASES = [
+    (
+        "agent",
+        ["sandbox.num_compile_workers=abc"],
+        "Error merging override sandbox.num_compile_workers=abc: "
+        "Value 'abc' of type 'str' could not be converted to Integer",
+    ),
+    ("train", ["sandbox=gpux"], "In 'train': Could not find 'sandbox/gpux' (options: auto, cpu, gpu)"),
+    (
+        "evaluate",
+        ["judge.foo=1"],
+        "Could not override 'judge.foo': Key 'foo' not in 'JudgeConfig' "
+        "(to append to your config use +judge.foo=1)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("entry", "overrides", "line"), COMPOSE_CASES, ids=[c[0] for c in COMPOSE_CASES])
+def test_overrides_hydra_cannot_compose_are_one_line_before_hydra_starts(
+    entry, overrides, line, tmp_path, monkeypatch, capsys
+):
+    assert run_main(entry, [*overrides, f"hydra.run.dir={tmp_path}/outputs/run"], monkeypatch) == 2
+    assert capsys.readouterr().err == f"error: {line}\n"
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_the_same_overrides_under_hydra_full_error_are_left_to_hydra(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    from experiments._command_line import command_line_checked
+
+    ran = []
+    checked = command_line_checked("agent")(lambda: ran.append(True))
+    monkeypatch.setattr("sys.argv", ["agent", "sandbox=gpux"])
+    checked()  # no composition first: Hydra itself reports (with its traceback)
+    assert ran == [True]
+
+
 @pytest.mark.parametrize(
     ("entry", "overrides", "line"), CASES, ids=[f"{c[0]}:{' '.join(c[1])}" for c in CASES]
 )
