@@ -20,13 +20,16 @@ DEVICE_GIB = 130.0  # of an H200's ~139 GiB usable: XLA workspace, fragmentation
 
 
 def plan_for(
-    pipeline, *, devices: int = 1, overlap: bool = False
+    pipeline, *, devices: int | None = None, overlap: bool = False
 ) -> tuple[models.ModelConfig, models.MemoryPlan]:
-    """(model config, memory plan) of a ``research.rl.pipeline.PipelineConfig``: its PPO stage (actor, and a
-    critic with GAE: the largest learner) trained on rows of ``ppo.rollout.max_len`` tokens, and its
+    """(model config, memory plan) of a ``research.rl.pipeline.PipelineConfig`` on ``devices`` GPUs of the
+    fsdp axis (None: the preset's ``mesh.fsdp`` when it names a size, else one GPU): its PPO stage (actor,
+    and a critic with GAE: the largest learner) trained on rows of ``ppo.rollout.max_len`` tokens, and its
     rollouts' KV cache: one cache row per episode of the context budget rounded up to the agent sampler's
     64-token buckets plus the turn's new tokens (``models.Sampler``'s cache is contiguous: one page per
     row)."""
+    if devices is None:
+        devices = max(pipeline.mesh.fsdp, 1)  # -1 (every device) is known only on the machine: --devices
     spec = pipeline.model
     cfg = dataclasses.replace(spec.arch, **spec.runtime())
     ppo = pipeline.ppo
@@ -62,7 +65,9 @@ def compose_preset(preset: str, overrides=()):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", required=True, help="a conf/preset/ name, e.g. qwen2_5_1_5b")
-    parser.add_argument("--devices", type=int, default=1, help="fsdp devices (mesh=auto)")
+    parser.add_argument(
+        "--devices", type=int, default=None, help="fsdp devices (default: the preset's mesh.fsdp, else 1)"
+    )
     parser.add_argument("--overlap", action="store_true", help="rollouts while learning (overlap.enabled)")
     parser.add_argument("--device-gib", type=float, default=DEVICE_GIB)
     parser.add_argument(

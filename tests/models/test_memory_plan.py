@@ -143,19 +143,31 @@ def test_kv_cache_bytes_follow_the_engine_pool():
     assert plan.components["kv_cache"] == real
 
 
-PUBLISHED = {"qwen2_5_1_5b": 1.54e9, "qwen2_5_3b": 3.09e9, "qwen2_5_7b": 7.62e9}
+# The model cards' parameter counts (32B's card rounds 32.76B down to 32.5B); the GPUs each preset plans for.
+PUBLISHED = {"qwen2_5_1_5b": 1.54e9, "qwen2_5_3b": 3.09e9, "qwen2_5_7b": 7.62e9, "qwen2_5_32b": 32.5e9}
+GPUS = {"qwen2_5_1_5b": 1, "qwen2_5_3b": 1, "qwen2_5_7b": 1, "qwen2_5_32b": 16}
 
 
 @pytest.mark.parametrize("preset", sorted(PUBLISHED))
-def test_size_presets_fit_one_h200(preset):
+def test_size_presets_fit_their_h200s(preset):
     from benchmarks.models.memory_plan import DEVICE_GIB, compose_preset, plan_for
 
     cfg, plan = plan_for(compose_preset(preset))
+    assert plan.settings.devices == GPUS[preset]  # the preset's mesh.fsdp (one GPU without one)
     assert abs(plan.params_count - PUBLISHED[preset]) / PUBLISHED[preset] < 0.01
     assert plan.params_count == cfg.num_params()
     assert plan.fits(DEVICE_GIB * GiB), plan.table()
     assert plan.settings.micro_batch_tokens >= plan.settings.seq_len  # one full row per micro-batch
     assert plan.settings.kv_tokens > 0
+
+
+def test_the_32b_preset_needs_its_two_nodes():
+    from benchmarks.models.memory_plan import DEVICE_GIB, compose_preset, plan_for
+
+    pipeline = compose_preset("qwen2_5_32b")
+    assert pipeline.distributed.mode == "auto" and pipeline.mesh.fsdp == 16
+    _, on_one_node = plan_for(pipeline, devices=8)
+    assert not on_one_node.fits(DEVICE_GIB * GiB)  # actor + critic + rollouts: more than 8 GPUs hold
 
 
 def test_cli_prints_the_table_and_refuses_an_unknown_preset(capsys):
