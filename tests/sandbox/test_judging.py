@@ -112,7 +112,7 @@ def test_policy_guard_seam_is_the_guard_in_the_judge():
     import torch
 
     from kernels_env.guard import GuardViolation
-    from kernels_env.judge import enforce  # noqa: F401 - installs the enforcing factory
+    from kernels_env.judge.run import enforce  # noqa: F401 - installs the enforcing factory
 
     assert policies.guard_enforced()
     with pytest.raises(GuardViolation) as caught, policies.policy_guard("strict", device="cpu", census=False):
