@@ -4,6 +4,7 @@ YAML holds presets, sweeps and model shapes, i.e. only values that differ."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -87,9 +88,26 @@ def _schema_of(rel: str, schemas: dict[str, dict[str, type]]) -> dict[str, type]
     return None
 
 
+# A default a factory function computed as None on this machine (e.g. ToyTaskConfig.decontam_dir: the
+# KernelBench checkout when one is found): elsewhere it is a value, so a YAML null pins it, never restates it.
+COMPUTED_NONE = "<computed None>"
+
+
 def _defaults(cls: type) -> dict:
     """The dataclass's defaults as plain data (no instance built: no __post_init__ runs)."""
-    return OmegaConf.to_container(OmegaConf.structured(cls), resolve=False)
+    return _mark_computed(cls, OmegaConf.to_container(OmegaConf.structured(cls), resolve=False))
+
+
+def _mark_computed(cls: type, data: dict) -> dict:
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        factory = f.default_factory
+        if dataclasses.is_dataclass(factory) and isinstance(data[f.name], dict):
+            _mark_computed(factory, data[f.name])
+        elif callable(factory) and not isinstance(factory, type) and data[f.name] is None:
+            data[f.name] = COMPUTED_NONE
+    return data
 
 
 def _same(value, default) -> bool:
@@ -209,3 +227,17 @@ def test_the_check_finds_restated_defaults(text, expected):
     schemas = {"x/": {"": SandboxConfig}, "y/": {"": RunConfig, "tasks": TasksConfig, "judge": JudgeConfig}}
     rel = "y/z.yaml" if text.startswith(("judge", "tasks")) else "x/z.yaml"
     assert sorted(offenders(rel, text, schemas)) == sorted(f"{rel}: {e}" for e in expected)
+
+
+def test_a_null_pins_a_default_a_factory_computes(monkeypatch):
+    """ToyTaskConfig.decontam_dir's factory finds a KernelBench checkout or gives None: preset/toy_cpu.yaml's
+    null turns decontamination off on every machine, so it is no restated default, with or without one."""
+    from research.toyenv import ToyTaskConfig
+
+    schemas = {"p/": {"tasks": ToyTaskConfig}}
+    field = next(f for f in dataclasses.fields(ToyTaskConfig) if f.name == "decontam_dir")
+    for found in (None, "/some/kernelbench"):
+        monkeypatch.setattr(field, "default_factory", lambda found=found: found)
+        assert offenders("p/x.yaml", "tasks: {decontam_dir: null, seed: 0}\n", schemas) == [
+            "p/x.yaml: tasks.seed = 0"
+        ]
