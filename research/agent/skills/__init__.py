@@ -2,6 +2,8 @@
 kernels (``examples/<name>/``: ``skill.md`` with a title, tags and the technique; ``problem.py``, a
 KernelBench-format reference; ``model_new.py`` and optional ``kernels/``, a solution the sandbox judges
 correct, checked by tests/agent/test_skills.py). ``SkillLibrary.search`` ranks them with BM25 (``bm25s``).
+Each example is standalone, as the agent reads it: two examples may repeat a reference or a tile loader
+(the two matmuls) on purpose, since a shared module would be one the agent never sees.
 """
 
 from __future__ import annotations
