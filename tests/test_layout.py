@@ -10,6 +10,7 @@ implicit import of a parent package's ``__init__`` is not an edge: Python runs i
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,15 +132,18 @@ def test_no_import_cycles_between_our_modules():
 SKIP_DIRS = {"outputs", "multirun", "runs", "__pycache__", "node_modules"}  # .gitignore's build/run outputs
 
 
+def _skipped(name: str) -> bool:
+    return name.startswith(".") or name in SKIP_DIRS or name.endswith(".egg-info")
+
+
 def _tree(*tops: str) -> list[Path]:
-    """The tree's files below ``tops`` (all of it by default), without hidden and git-ignored output dirs."""
+    """The tree's files below ``tops`` (all of it by default), without hidden and git-ignored output dirs,
+    which are never entered (a checkout's .venv and .git hold far more files than the tree)."""
     found = []
     for top in tops or (".",):
-        for path in sorted((ROOT / top).rglob("*")):
-            rel = path.relative_to(ROOT).parts
-            if path.is_file() and not any(p.startswith(".") or p in SKIP_DIRS or p.endswith(".egg-info")
-                                          for p in rel[:-1]):
-                found.append(path)
+        for folder, dirs, files in os.walk(ROOT / top):
+            dirs[:] = sorted(d for d in dirs if not _skipped(d))
+            found += [Path(folder) / f for f in sorted(files)]
     return found
 
 
