@@ -37,3 +37,25 @@ def model_shape(name: str, **runtime):
     spec_runtime = {k: doc[k] for k in names if k in doc}
     cfg = models.ModelConfig(**arch)
     return dataclasses.replace(cfg, **{**spec_runtime, **runtime})
+
+
+RUNTIME_FIELDS = ("param_dtype", "compute_dtype", "attention_impl", "remat")
+
+
+def shape_arch(name: str):
+    """``name``'s architecture with ``models.ModelConfig``'s default runtime fields: a benchmark sets its own
+    dtypes, attention and remat per attempt, so ``shape_arch("0.5b")`` is ``models.qwen2_0_5b_config()``."""
+    import models
+
+    fields = {f.name: f.default for f in dataclasses.fields(models.ModelConfig)}
+    return model_shape(name, **{k: fields[k] for k in RUNTIME_FIELDS})
+
+
+def add_model_arg(parser) -> None:
+    """The benchmarks' ``--model NAME`` option (a key of SHAPES; --tiny / --smoke ignore it)."""
+    parser.add_argument(
+        "--model",
+        choices=list(SHAPES),
+        default="0.5b",
+        help="model shape from conf/model (default 0.5b; --tiny/--smoke ignore it)",
+    )

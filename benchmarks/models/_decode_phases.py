@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from benchmarks._common.jax_bench import copy_bandwidth, hlo_loop_stats, jax_device_info, trace_kernel_summary
+from benchmarks._common.shapes import shape_arch
 from benchmarks._results import write_json
 
 # The shapes as transformers configs: the peer builds its model from them, we load that checkpoint.
@@ -27,11 +28,19 @@ TINY_OVERRIDES = dict(
 )
 
 
-def hf_shape(tiny: bool) -> dict:
-    """Qwen2.5-0.5B's shape (``models.qwen2_0_5b_config``) or a tiny model of the same family."""
-    from models import config_to_hf, qwen2_0_5b_config
+def base_config(args):
+    """The measured model's config: the --model shape's architecture (0.5b: ``models.qwen2_0_5b_config()``),
+    or with --tiny a tiny model of the same family (--model ignored)."""
+    from models import qwen2_0_5b_config
 
-    return config_to_hf(qwen2_0_5b_config(**(TINY_OVERRIDES if tiny else {})))
+    return qwen2_0_5b_config(**TINY_OVERRIDES) if args.tiny else shape_arch(args.model)
+
+
+def hf_shape(args) -> dict:
+    """``base_config(args)`` as a transformers config (the peer builds from it, we load that checkpoint)."""
+    from models import config_to_hf
+
+    return config_to_hf(base_config(args))
 
 
 # Our configurations: name -> (DecodeConfig overrides of the library default, prefill attention or None for
@@ -67,7 +76,7 @@ def phase_build(args) -> dict:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    shape = hf_shape(args.tiny)
+    shape = hf_shape(args)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     t = time.perf_counter()
@@ -109,7 +118,8 @@ def _measure(sampler, prompts, sc, args) -> dict:
 # Pass/fail of the numerics check on the 0.5B shape in bf16: twice the largest |dlogp| recorded over 14
 # configurations x batches on an H200 (2026-11-30 sweep: max 0.0523, mean at most 0.0117; even the
 # unfused XLA baseline reaches 0.0456, so this is bf16 noise over 24 layers, not a defect). A configuration
-# beyond these computes something else (docs/results/logprob_numerics.md).
+# beyond these computes something else (docs/results/logprob_numerics.md). Recorded at 0.5B only: a deeper
+# --model may need its own scale (a failure there is worth a look, not yet proof of a defect).
 LOGPROB_MAX_ABS = 0.105
 LOGPROB_MEAN_ABS = 0.0235
 
@@ -185,9 +195,11 @@ def phase_jax(args) -> dict:
 
     model, cfg = model_for(args.attention)
     res["param_dtype"] = cfg.param_dtype
-    weight_bytes = 2 * sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))  # bf16 bytes
+    # the loaded checkpoint's (the --model shape's) parameters, each read once per step in bf16
+    weight_bytes = 2 * sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
     res["weight_bytes_bf16"] = weight_bytes
     kv_per_token = cfg.num_layers * 2 * cfg.num_kv_heads * cfg.head_dim * 2  # bf16 K and V, all layers
+    res["kv_bytes_per_token_bf16"] = kv_per_token
     sc = models.SamplingConfig(max_new_tokens=args.new_tokens, temperature=0.0, eos_token_ids=())
     names = args.configs
     for name in names:

@@ -2,6 +2,7 @@
 
     python -m benchmarks.models.decode_throughput --json /tmp/decode.json           # GPU: Qwen2.5-0.5B shape
     python -m benchmarks.models.decode_throughput --sweep --json /tmp/decode.json   # GPU: our configurations
+    python -m benchmarks.models.decode_throughput --model 1.5b --batches 256,64,1 --json /tmp/decode.json
     python -m benchmarks.models.decode_throughput --tiny [--sweep] --json /tmp/d.json   # CPU smoke test
 
 Phases, each a subprocess with its own timeout (a crash or hang in one loses nothing of the others), in this
@@ -33,8 +34,16 @@ import time
 from pathlib import Path
 
 from benchmarks._common.jax_bench import table
+from benchmarks._common.shapes import add_model_arg
 from benchmarks._results import ROOT, env_info, read_json, write_json, write_results
-from benchmarks.models._decode_phases import CONFIGS, numerics_status, phase_build, phase_jax, phase_torch
+from benchmarks.models._decode_phases import (
+    CONFIGS,
+    base_config,
+    numerics_status,
+    phase_build,
+    phase_jax,
+    phase_torch,
+)
 
 # --- orchestration --------------------------------------------------------------------------------------
 
@@ -46,6 +55,8 @@ def _run_phase(name: str, args, timeout: float, extra: list[str], part: Path, re
         "benchmarks.models.decode_throughput",
         "--phase",
         name,
+        "--model",
+        args.model,
         "--dir",
         str(args.dir),
         "--part",
@@ -91,6 +102,7 @@ def _run_phase(name: str, args, timeout: float, extra: list[str], part: Path, re
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiny", action="store_true", help="CPU smoke test with tiny shapes")
+    add_model_arg(ap)
     ap.add_argument("--sweep", action="store_true", help="all CONFIGS (default: only the default one)")
     ap.add_argument("--json", type=Path, default=None, help="write results here")
     ap.add_argument("--batches", type=str, default=None, help="comma list (default 64,16,1; sweep 64,1)")
@@ -146,6 +158,8 @@ def main() -> None:
         "mode": "sweep" if args.sweep else "default",
         "env": env_info(),
         "settings": {
+            "model": "tiny" if args.tiny else args.model,
+            "params": base_config(args).num_params(),
             "prompt_len": args.prompt_len,
             "new_tokens": args.new_tokens,
             "runs": args.runs,
@@ -277,7 +291,8 @@ def summarize(results: dict, args) -> dict:
     ]
     hf_modes = {str(b): _hf_entry(results, b)[1] for b in args.batches}
     text = (
-        f"decode throughput (prompt {args.prompt_len}, {args.new_tokens} new tokens, greedy, bf16; HF "
+        f"decode throughput ({results['settings']['model']}, prompt {args.prompt_len}, "
+        f"{args.new_tokens} new tokens, greedy, bf16; HF "
         f"{hf_modes}; copy bandwidth {out['copy_bandwidth_GBps'] or float('nan'):.0f} GB/s; floor = "
         f"(weights + mean KV) / bandwidth)\n" + table(rows, head + ["status"])
     )

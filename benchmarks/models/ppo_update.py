@@ -1,6 +1,7 @@
 """PPO update throughput and MFU of research.rl's learner (actor + critic, one jitted update).
 
     python -m benchmarks.models.ppo_update --json /tmp/ppo.json          # GPU: 0.5B shape, seq 4K and 16K
+    python -m benchmarks.models.ppo_update --model 1.5b --seqs 8192 --json /tmp/ppo.json   # GPU: 1.5B shape
     python -m benchmarks.models.ppo_update --smoke --json /tmp/ppo.json  # CPU smoke test (tiny shapes)
 
 One update = actor forward + backward (chunked log-probs, clipped surrogate) and critic forward + backward
@@ -12,6 +13,10 @@ Model FLOPs reuse ``train_step``'s count (6 N tokens + causal attention 6 L T d_
 counting every parameter once) for the actor; the critic is the same backbone without the vocabulary
 product: its N excludes the embedding (a gather, no FLOPs). MFU is reported against the 989 TFLOP/s dense
 bf16 peak of an H100/H200 SXM and against the bf16 matmul rate measured in the same run.
+
+Attempts per length: ``--plan attn:batch:micro:remat,...`` (every length), else GPU_PLAN for the 0.5B shape,
+else one derived from ``models.memory_plan`` (``benchmarks/models/_plans.py``: ~32K tokens per update, remat
+from the lightest that fits to "full", the fewest micro-batches that fit).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks._common.jax_bench import PEAK_BF16, jax_device_info, matmul_rate, table
+from benchmarks._common.shapes import add_model_arg, shape_arch
 from benchmarks._results import env_info, write_results
 from benchmarks.models.train_step import model_flops
 
@@ -38,6 +44,53 @@ GPU_PLAN = {
     16384: [("cudnn", 2, 1, "none"), ("cudnn", 2, 1, "dots"), ("cudnn", 2, 1, "save_attn")],
 }
 SMOKE_PLAN = {64: [("xla", 4, 2, "none")]}
+
+
+def base_config(args):
+    """The model every attempt derives from (runtime fields set per attempt): the tiny smoke model with
+    --smoke, else the --model shape's architecture (0.5b: ``models.qwen2_0_5b_config()``)."""
+    import models
+
+    if args.smoke:
+        return models.tiny_config(
+            num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512
+        )
+    return shape_arch(args.model)
+
+
+def attempt_config(base, attn: str, remat: str, seq: int):
+    return base.replace(
+        param_dtype="float32",
+        compute_dtype="bfloat16",
+        attention_impl=attn,
+        remat=remat,
+        max_position_embeddings=max(seq, base.max_position_embeddings),
+    )
+
+
+def plan_for(args, base) -> dict[int, list[tuple[str, int, int, str]]]:
+    """seq -> (attention, batch, micro_batches, remat) attempts: --seqs (default: GPU_PLAN's lengths, the
+    smoke plan's with --smoke), each with --plan, the smoke plan, GPU_PLAN (0.5b) or a plan derived from
+    models.memory_plan for this shape and length."""
+    from benchmarks.models._plans import derived_plan, fail, parse_plan
+
+    fixed = parse_plan(args.plan, 4) if args.plan else None
+    default = SMOKE_PLAN if args.smoke else GPU_PLAN
+    seqs = [int(s) for s in args.seqs.split(",")] if args.seqs else list(default)
+    plan = {}
+    for seq in seqs:
+        if fixed:
+            plan[seq] = fixed
+        elif args.smoke:
+            if seq not in SMOKE_PLAN:
+                fail(f"--smoke runs seq {', '.join(map(str, SMOKE_PLAN))} only (or give --plan)")
+            plan[seq] = SMOKE_PLAN[seq]
+        elif args.model == "0.5b" and seq in GPU_PLAN:
+            plan[seq] = GPU_PLAN[seq]
+        else:
+            cfg = attempt_config(base, "cudnn", "none", seq)
+            plan[seq] = derived_plan(cfg, seq, chunk=args.chunk, critic=True, accumulate=True)
+    return plan
 
 
 def update_flops(cfg, batch: int, seq: int) -> dict:
@@ -125,31 +178,28 @@ def run_config(cfg, batch: int, micro: int, seq: int, steps: int, chunk: int) ->
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="CPU smoke test with tiny shapes")
+    add_model_arg(ap)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=2048, help="tokens per log-prob chunk")
-    ap.add_argument("--seqs", type=str, default=None, help="comma-separated subset, e.g. 4096")
+    ap.add_argument("--seqs", type=str, default=None, help="comma-separated lengths (default 4096,16384)")
+    ap.add_argument("--plan", type=str, default=None, help="every length's attempts, e.g. 'cudnn:4:2:full'")
     ap.add_argument("--budget-s", type=float, default=500.0)
     args = ap.parse_args()
     start = time.perf_counter()
 
     import jax
 
-    import models
-
-    plan = SMOKE_PLAN if args.smoke else GPU_PLAN
-    if args.seqs:
-        plan = {int(s): plan[int(s)] for s in args.seqs.split(",")}
-    base = (
-        models.tiny_config(num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512)
-        if args.smoke
-        else models.qwen2_0_5b_config()
-    )
+    base = base_config(args)
+    plan = plan_for(args, base)
     results: dict = {
         "benchmark": "ppo_update",
         "env": env_info(),
         "device": jax_device_info(),
         "settings": {
+            "model": "tiny" if args.smoke else args.model,
+            "params": base.num_params(),
+            "plan": {s: [list(x) for x in p] for s, p in plan.items()},
             "steps": args.steps,
             "chunk": args.chunk,
             "smoke": args.smoke,
@@ -176,13 +226,7 @@ def main() -> None:
             if time.perf_counter() - start > args.budget_s:
                 results["attempts"].append({**attempt, "skipped": "budget"})
                 continue
-            cfg = base.replace(
-                param_dtype="float32",
-                compute_dtype="bfloat16",
-                attention_impl=attn,
-                remat=remat,
-                max_position_embeddings=max(seq, base.max_position_embeddings),
-            )
+            cfg = attempt_config(base, attn, remat, seq)
             try:
                 attempt.update(run_config(cfg, batch, micro, seq, args.steps, args.chunk))
             except Exception as exc:
@@ -236,7 +280,7 @@ def main() -> None:
             for s, a in best.items()
         },
         "target_35pct_mfu": {s: a["mfu_vs_989"] >= 0.35 for s, a in best.items()},
-        "table": "PPO update (actor + critic, AdamW, bf16 compute)\n"
+        "table": f"PPO update ({results['settings']['model']}, actor + critic, AdamW, bf16 compute)\n"
         + table(
             rows,
             ["seq", "attn", "batch", "micro", "remat", "update s", "tok/s", "MFU/989", "MFU/meas", "status"],

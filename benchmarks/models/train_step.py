@@ -1,6 +1,7 @@
 """Training-step throughput and model-FLOPs utilisation of the models package.
 
     python -m benchmarks.models.train_step --json /tmp/train.json          # GPU: Qwen2.5-0.5B shape, seq 4096
+    python -m benchmarks.models.train_step --model 1.5b --seq 8192 --json /tmp/train.json   # GPU: 1.5B shape
     python -m benchmarks.models.train_step --tiny --json /tmp/train.json   # CPU smoke test
 
 One step = forward, backward and an Optax AdamW update (fp32 master weights and moments, bf16 compute,
@@ -12,7 +13,9 @@ parameter once (the tied embedding is the lm-head matmul) and the second term is
 PV over T/2 keys on average, forward + backward). PaLM's convention (12 * L * T * d, non-causal) is reported
 too. MFU = model FLOPs / step time / measured bf16 matmul rate.
 
-Configurations are tried in order (attention, batch, remat) until one fits and runs within the budget.
+Configurations are tried in order (attention, batch, remat) until one fits and runs within the budget:
+``--plan``, else GPU_PLAN for the 0.5B shape at seq 4096, else one derived from ``models.memory_plan``
+(``benchmarks/models/_plans.py``: ~32K tokens per step, remat from the lightest that fits to "full").
 """
 
 from __future__ import annotations
@@ -22,10 +25,43 @@ import time
 from pathlib import Path
 
 from benchmarks._common.jax_bench import PEAK_BF16, jax_device_info, matmul_rate, table
+from benchmarks._common.shapes import add_model_arg, shape_arch
 from benchmarks._results import env_info, write_results
 
 GPU_PLAN = [("cudnn", 8, "none"), ("cudnn", 8, "save_attn"), ("cudnn", 4, "full"), ("xla", 1, "full")]
 TINY_PLAN = [("xla", 2, "none"), ("xla", 2, "full")]
+
+
+def base_config(args):
+    """The model every attempt derives from (runtime fields set per attempt): the tiny smoke model with
+    --tiny, else the --model shape's architecture (0.5b: ``models.qwen2_0_5b_config()``)."""
+    import models
+
+    if args.tiny:
+        return models.tiny_config(
+            num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512
+        )
+    return shape_arch(args.model)
+
+
+def attempt_config(base, attn: str, remat: str):
+    return base.replace(param_dtype="float32", compute_dtype="bfloat16", attention_impl=attn, remat=remat)
+
+
+def plan_for(args, base, seq: int) -> list[tuple[str, int, str]]:
+    """(attention, batch, remat) attempts: --plan, the tiny plan, GPU_PLAN (0.5b at seq 4096) or the plan
+    derived from models.memory_plan for this shape and length."""
+    from benchmarks.models._plans import derived_plan, parse_plan
+
+    if args.plan:
+        return parse_plan(args.plan, 3)
+    if args.tiny:
+        return TINY_PLAN
+    if args.model == "0.5b" and seq == 4096:
+        return GPU_PLAN
+    cfg = attempt_config(base, "cudnn", "none")
+    derived = derived_plan(cfg, seq, chunk=args.chunk, critic=False, accumulate=False)
+    return [(a, b, r) for a, b, _, r in derived]
 
 
 def model_flops(cfg, batch: int, seq: int) -> dict:
@@ -101,6 +137,7 @@ def run_config(cfg, batch: int, seq: int, steps: int, chunk: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiny", action="store_true", help="CPU smoke test with tiny shapes")
+    add_model_arg(ap)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--seq", type=int, default=None)
     ap.add_argument("--steps", type=int, default=10)
@@ -112,23 +149,17 @@ def main() -> None:
 
     import jax
 
-    import models
-
     seq = args.seq or (64 if args.tiny else 4096)
-    if args.plan:
-        plan = [(a, int(b), r) for a, b, r in (x.split(":") for x in args.plan.split(","))]
-    else:
-        plan = TINY_PLAN if args.tiny else GPU_PLAN
-    base = (
-        models.tiny_config(num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512)
-        if args.tiny
-        else models.qwen2_0_5b_config()
-    )
+    base = base_config(args)
+    plan = plan_for(args, base, seq)
     results: dict = {
         "benchmark": "train_step",
         "env": env_info(),
         "device": jax_device_info(),
         "settings": {
+            "model": "tiny" if args.tiny else args.model,
+            "params": base.num_params(),
+            "plan": [list(x) for x in plan],
             "seq": seq,
             "steps": args.steps,
             "chunk": args.chunk,
@@ -153,7 +184,7 @@ def main() -> None:
                 {"attention": attn, "batch": batch, "remat": remat, "skipped": "budget"}
             )
             continue
-        cfg = base.replace(param_dtype="float32", compute_dtype="bfloat16", attention_impl=attn, remat=remat)
+        cfg = attempt_config(base, attn, remat)
         attempt: dict = {"attention": attn, "batch": batch, "remat": remat}
         try:
             attempt.update(run_config(cfg, batch, seq, args.steps, args.chunk))
@@ -203,7 +234,8 @@ def main() -> None:
         "mfu": best and best["mfu"],
         "target_40pct_mfu": None if not best else best["mfu"] >= 0.40,
         "table": (
-            f"train step (seq {seq}, AdamW, bf16 compute; bf16 matmul {peak / 1e12:.1f} TFLOP/s measured)\n"
+            f"train step ({results['settings']['model']}, seq {seq}, AdamW, bf16 compute; "
+            f"bf16 matmul {peak / 1e12:.1f} TFLOP/s measured)\n"
             + table(
                 rows, ["attn", "batch", "remat", "step s", "tok/s", "MFU", "MFU/989", "MFU(PaLM)", "status"]
             )

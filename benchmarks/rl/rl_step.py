@@ -1,7 +1,9 @@
-"""A whole RL step's time split (generate, judge, learn) for the ~0.5B Qwen2-shaped random model on one GPU,
+"""A whole RL step's time split (generate, judge, learn) for a Qwen2-shaped random model (--model, default
+~0.5B) on one GPU,
 judging serial and overlapped with generation, and the share of a step the GPU idles (target: < 10%).
 
     python -m benchmarks.rl.rl_step --out /tmp/rl_step.json --budget-s 150   # GPU: B=32, P=512, L=512
+    python -m benchmarks.rl.rl_step --model 1.5b --out /tmp/rl_step.json   # GPU: the 1.5B shape
     python -m benchmarks.rl.rl_step --smoke --out /tmp/rl_step.json         # CPU, tiny model, CPU sandbox
 
 A random model writes no code, so only the judging's workload stands in:
@@ -53,6 +55,7 @@ import time
 from pathlib import Path
 
 from benchmarks._common.jax_bench import jax_device_info, table
+from benchmarks._common.shapes import add_model_arg, shape_arch
 from benchmarks._results import env_info, write_results
 from benchmarks.models.ppo_update import update_flops
 from kernels_env.client import JudgeConfig, SandboxClient, SandboxConfig
@@ -163,10 +166,22 @@ def wait(job, row: dict, spans: list[tuple[float, float]]) -> list[dict]:
     return verdicts
 
 
+def base_config(args):
+    """The learner's and sampler's model before this benchmark's runtime choices: the tiny model with
+    --smoke (--model ignored), else the --model shape's architecture (0.5b: ``qwen2_0_5b_config()``)."""
+    import models
+
+    if args.smoke:
+        return models.tiny_config(num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128,
+                                  vocab_size=512)
+    return shape_arch(args.model)
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default: runs/benchmarks/)")
     ap.add_argument("--smoke", action="store_true", help="CPU, tiny model, CPU sandbox, B=2, 2 steps")
+    add_model_arg(ap)
     ap.add_argument("--episodes", type=int, default=32, help="B: sequences generated and judged per step")
     ap.add_argument("--prompt-len", type=int, default=512, help="P: prompt tokens per sequence")
     ap.add_argument("--new-tokens", type=int, default=512, help="L: generated tokens per sequence")
@@ -214,13 +229,13 @@ def main(argv=None) -> dict:
                                     timing=train.timing)
     fixtures = SMOKE_FIXTURES if smoke else FIXTURES
     util = GpuUtil()
-    tiny = dict(num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512)
-    base = models.tiny_config(**tiny) if smoke else models.qwen2_0_5b_config()
-    cfg = base.replace(param_dtype="float32", compute_dtype="bfloat16",  # ppo_update.py's learner
-                       attention_impl="xla" if smoke else "cudnn", remat="none" if smoke else "save_attn")
+    cfg = base_config(args).replace(  # ppo_update.py's learner
+        param_dtype="float32", compute_dtype="bfloat16",
+        attention_impl="xla" if smoke else "cudnn", remat="none" if smoke else "save_attn")
     seq = -(-(p + n_new) // 64) * 64  # pack_trajectories' padded length (every row is P + L long)
     flops = update_flops(cfg, b, seq)["total"] * 4 / 3  # + prepare: both forwards, 1/3 of the update
-    settings = dict(smoke=smoke, episodes=b, prompt_len=p, new_tokens=n_new, steps=steps, seq=seq,
+    settings = dict(model="tiny" if smoke else args.model, params=cfg.num_params(), smoke=smoke,
+                    episodes=b, prompt_len=p, new_tokens=n_new, steps=steps, seq=seq,
                     micro_batches=args.micro_batches, chunk=args.chunk, attention=cfg.attention_impl,
                     remat=cfg.remat, jax_memory_fraction=args.jax_mem_fraction, fixtures=fixtures,
                     judge=dataclasses.asdict(judge), judge_preset=args.judge, budget_s=args.budget_s,
@@ -334,7 +349,7 @@ def main(argv=None) -> dict:
             for k, s in summary.items()]
     head = ["schedule", "steps", "gen s", "judge s", "hidden", "learn s", "step s", "learner idle"]
     head += ["gpu idle", "util %"]
-    summary["table"] = f"RL step, B={b} P={p} L={n_new} (medians)\n" + table(rows, head)
+    summary["table"] = f"RL step ({settings['model']}), B={b} P={p} L={n_new} (medians)\n" + table(rows, head)
     ser, ovl = summary.get("serial", {}), summary.get("overlapped", {})
     if ser.get("step_s") and ovl.get("step_s"):
         summary["overlapped_speedup"] = ser["step_s"] / ovl["step_s"]
