@@ -1,0 +1,54 @@
+"""benchmarks.models.peak_memory: the planned-peak formula on a program whose memory is known, and the --smoke
+run (CPU, tiny shapes, every case in a subprocess) records every case with sane, ordered sizes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+
+def test_planned_peak_formula_on_known_sizes():
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks.models import peak_memory as bench
+
+    x = jax.ShapeDtypeStruct((256, 128), jnp.float32)  # 128 KiB
+    nbytes = int(np.prod(x.shape)) * 4
+    plain = bench.planned_peak(jax.jit(lambda a: a * 2.0 + 1.0).lower(x).compile())
+    assert plain["argument"] == nbytes and plain["output"] == nbytes and plain["alias"] == 0
+    assert plain["planned"] == plain["argument"] + plain["output"] - plain["alias"] + plain["temp"]
+    assert plain["planned"] >= 2 * nbytes
+    # Donated and aliased by the output: the buffer counts once.
+    donated = bench.planned_peak(jax.jit(lambda a: a * 2.0 + 1.0, donate_argnums=0).lower(x).compile())
+    assert donated["alias"] == nbytes
+    assert donated["planned"] == nbytes + donated["temp"]
+
+
+@pytest.mark.slow
+def test_peak_memory_smoke(tmp_path):
+    from benchmarks.models import peak_memory as bench
+
+    out = tmp_path / "peak_memory.json"
+    record = bench.main(["--smoke", "--run", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(record, default=str))
+    cases = {(c["seq"], c["learner"]): c for c in record["cases"]}
+    assert set(cases) == {(s, ln) for s in bench.SMOKE_SEQS for ln in bench.LEARNERS}
+    for key, c in cases.items():
+        assert "error" not in c and "skipped" not in c, (key, c)
+        mem, pred = c["memory"], c["predicted"]
+        assert mem["planned"] > 0 and mem["argument"] > 0 and pred["total"] > 0, key
+        assert mem["planned"] == mem["argument"] + mem["output"] - mem["alias"] + mem["temp"]
+        assert c["ratios"]["planned_over_predicted"] == pytest.approx(mem["planned"] / pred["total"])
+    short, long_ = bench.SMOKE_SEQS
+    for seq in bench.SMOKE_SEQS:
+        actor, both = cases[(seq, "actor")], cases[(seq, "actor+critic")]
+        assert both["memory"]["planned"] > actor["memory"]["planned"]
+        # the critic's parameters and moments are arguments of the update too
+        assert both["memory"]["argument"] > actor["memory"]["argument"]
+        assert both["predicted"]["total"] > actor["predicted"]["total"]
+    for learner in bench.LEARNERS:
+        assert cases[(long_, learner)]["memory"]["planned"] >= cases[(short, learner)]["memory"]["planned"]
+    assert "planned GiB" in record["table"]
