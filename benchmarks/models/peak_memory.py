@@ -24,8 +24,10 @@ arguments are the state and batch, outputs alias the donated state, temp is XLA'
 
 ``--run`` (where the planned peak fits ``memory_stats()['bytes_limit']``) also builds random weights, runs
 ``prepare`` and one update, and reads ``peak_bytes_in_use`` after each (the process maximum: the update's
-peak is the figure when it exceeds prepare's). ``predicted`` is ``models.memory_plan`` for the same settings
-(devices=1, no rollout), and the ratios compare the state (arguments vs params + optimizer) and the
+peak is the figure when it exceeds prepare's; on CPU, which keeps no memory stats, it runs unmeasured).
+``--attention xla`` and ``--remat`` override the shape's (XLA attention compiles the real shapes on CPU,
+though XLA's CPU plan is no guide to the GPU's). ``predicted`` is ``models.memory_plan`` for the same
+settings (devices=1, no rollout); the ratios compare the state (arguments vs params + optimizer) and the
 update's working memory (temp vs the learner phase) separately as well as in total.
 """
 
@@ -50,9 +52,9 @@ LEARNERS = ("actor", "actor+critic")
 SMOKE_SEQS = (64, 128)
 
 
-def model_config(name: str, seq: int, remat: str | None, smoke: bool):
+def model_config(name: str, seq: int, remat: str | None, smoke: bool, attention: str | None = None):
     """The ``models.ModelConfig`` of a case: a conf/model shape (fp32 params, bf16 compute, its attention
-    and remat) or, with ``smoke``, a tiny one with XLA attention (CPU)."""
+    and remat) or, with ``smoke``, a tiny one with XLA attention (CPU); ``remat`` / ``attention`` override."""
     import models
 
     if smoke:
@@ -64,7 +66,8 @@ def model_config(name: str, seq: int, remat: str | None, smoke: bool):
 
         cfg = model_shape(name)
     cfg = cfg.replace(max_position_embeddings=max(seq, cfg.max_position_embeddings))
-    return cfg.replace(remat=remat) if remat else cfg
+    cfg = cfg.replace(remat=remat) if remat else cfg
+    return cfg.replace(attention_impl=attention) if attention else cfg
 
 
 def batch_arrays(cfg, rows: int, seq: int) -> dict:
@@ -174,7 +177,7 @@ def run_case(case: dict) -> dict:
 
     t = time.perf_counter()
     critic = case["learner"] == "actor+critic"
-    cfg = model_config(case["model"], case["seq"], case["remat"], case["smoke"])
+    cfg = model_config(case["model"], case["seq"], case["remat"], case["smoke"], case["attention"])
     out: dict = {"remat": cfg.remat, "attention": cfg.attention_impl, "device": str(jax.devices()[0])}
     update, prepare, make_state, state_abs = build_step(cfg, critic, case["chunk"])
     arrays = batch_arrays(cfg, case["batch"], case["seq"])
@@ -186,11 +189,10 @@ def run_case(case: dict) -> dict:
     out["predicted"] = predicted(cfg, critic, tokens, case["seq"], case["chunk"])
     if not case["run"]:
         return out
-    stats = jax.devices()[0].memory_stats() or {}
-    limit = stats.get("bytes_limit")
-    if limit is None or out["memory"]["planned"] > limit:
-        why = "no memory_stats on this device" if limit is None else "planned peak > bytes_limit"
-        out["run_skipped"] = why
+    peak = lambda: (jax.devices()[0].memory_stats() or {}).get("peak_bytes_in_use")  # None on CPU
+    limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
+    if limit is not None and out["memory"]["planned"] > limit:
+        out["run_skipped"] = f"planned peak > bytes_limit ({limit / GiB:.1f} GiB)"
         return out
     out["bytes_limit"] = limit
     actor_p = nnx.split(models.init_model(cfg, seed=0))[1]
@@ -199,13 +201,13 @@ def run_case(case: dict) -> dict:
     del actor_p, critic_p
     batch = rl.RLBatch(**{k: jax.numpy.asarray(v) for k, v in arrays.items()})
     jax.block_until_ready(state)
-    out["peak_bytes_init"] = jax.devices()[0].memory_stats()["peak_bytes_in_use"]
+    out["peak_bytes_init"] = peak()
     prepared, _ = prepare(state, batch, None)
     jax.block_until_ready(prepared)
-    out["peak_bytes_prepare"] = jax.devices()[0].memory_stats()["peak_bytes_in_use"]
+    out["peak_bytes_prepare"] = peak()
     state, metrics = update(state, prepared)
-    jax.block_until_ready((state, metrics))
-    out["peak_bytes"] = jax.devices()[0].memory_stats()["peak_bytes_in_use"]
+    out["metrics"] = {k: float(v) for k, v in jax.device_get(metrics).items()}
+    out["peak_bytes"] = peak()
     out["run_s"] = time.perf_counter() - t - out["compile_s"]
     return out
 
@@ -269,6 +271,7 @@ def parse_args(argv=None):
     ap.add_argument("--models", default="0.5b,1.5b,3b,7b", help="comma list of benchmarks._common.shapes")
     ap.add_argument("--seqs", default="8192,32768", help="comma list of sequence lengths")
     ap.add_argument("--remat", default=None, help="remat policy (default: the shape's)")
+    ap.add_argument("--attention", default=None, help="attention_impl, e.g. xla (default: the shape's)")
     ap.add_argument("--batch", type=int, default=1, help="rows of seq tokens in the one micro-batch")
     ap.add_argument("--chunk", type=int, default=None, help="log-prob chunk (default: LearnerConfig's)")
     ap.add_argument("--run", action="store_true", help="also run what fits and measure peak_bytes_in_use")
@@ -314,6 +317,7 @@ def main(argv=None) -> dict | None:
             "micro_batches": 1,
             "chunk": args.chunk,
             "remat": args.remat or "shape default",
+            "attention": args.attention or "shape default",
             "run": args.run,
             "smoke": args.smoke,
             "device_gib": args.device_gib,
@@ -324,7 +328,8 @@ def main(argv=None) -> dict | None:
     for model in args.models:
         for seq in args.seqs:
             for learner in LEARNERS:
-                case = dict(model=model, seq=seq, learner=learner, remat=args.remat, batch=args.batch)
+                case = dict(model=model, seq=seq, learner=learner, remat=args.remat, attention=args.attention)
+                case["batch"] = args.batch
                 case.update(chunk=args.chunk, run=args.run, smoke=args.smoke)
                 left = args.budget_s - (time.perf_counter() - start)
                 if left < 5:

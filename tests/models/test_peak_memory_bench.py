@@ -42,6 +42,13 @@ def test_peak_memory_smoke(tmp_path):
         assert mem["planned"] > 0 and mem["argument"] > 0 and pred["total"] > 0, key
         assert mem["planned"] == mem["argument"] + mem["output"] - mem["alias"] + mem["temp"]
         assert c["ratios"]["planned_over_predicted"] == pytest.approx(mem["planned"] / pred["total"])
+        # --run ran the same update on random weights (CPU keeps no memory stats: unmeasured there)
+        assert "run_skipped" not in c and np.isfinite(c["metrics"]["actor_grad_norm"]), key
+        assert ("critic_grad_norm" in c["metrics"]) == (key[1] == "actor+critic")
+        # the state and batch are the update's arguments: the same bytes memory_plan counts as resident
+        # (parameters + AdamW moments), plus the prepared batch's per-token arrays and the step and RNG
+        batch_bytes = 16 * 4 * key[0] + 64  # fewer than sixteen [1, T] 4-byte arrays
+        assert 0 <= mem["argument"] - pred["resident"] <= batch_bytes, key
     short, long_ = bench.SMOKE_SEQS
     for seq in bench.SMOKE_SEQS:
         actor, both = cases[(seq, "actor")], cases[(seq, "actor+critic")]
