@@ -302,12 +302,11 @@ def main(argv=None) -> dict | None:
     if args.case is not None:  # the subprocess of one case: its result to --part
         args.part.write_text(json.dumps(run_case(json.loads(args.case))))
         return None
-    if not args.smoke:
-        from benchmarks._common.shapes import SHAPES
-
-        unknown = [m for m in args.models if m not in SHAPES]
-        if unknown:
-            print(f"error: unknown model {unknown[0]!r} (choose from {', '.join(SHAPES)})", file=sys.stderr)
+    for model in args.models:  # a wrong shape, remat or attention: one line, before any case runs
+        try:
+            model_config(model, max(args.seqs), args.remat, args.smoke, args.attention)
+        except (SystemExit, ValueError) as exc:
+            print(f"peak_memory: {exc}".replace("error: ", ""), file=sys.stderr)
             sys.exit(2)
     start = time.perf_counter()
     results: dict = {

@@ -59,3 +59,19 @@ def test_peak_memory_smoke(tmp_path):
     for learner in bench.LEARNERS:
         assert cases[(long_, learner)]["memory"]["planned"] >= cases[(short, learner)]["memory"]["planned"]
     assert "planned GiB" in record["table"]
+
+
+@pytest.mark.parametrize(
+    "argv, word",
+    [(["--models", "9b"], "9b"), (["--remat", "bogus"], "remat"), (["--attention", "flash"], "attention")],
+)
+def test_bad_input_one_line_exit_2(tmp_path, capsys, argv, word):
+    from benchmarks.models import peak_memory as bench
+
+    out = tmp_path / "peak.json"
+    with pytest.raises(SystemExit) as exc:
+        bench.main([*argv, "--out", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and word in err[0]
+    assert not out.exists()  # checked before any case ran
