@@ -212,15 +212,16 @@ def run_case(case: dict) -> dict:
     return out
 
 
-def _spawn(case: dict, timeout: float) -> dict:
+def _spawn(case: dict, timeout: float, mem_fraction: float) -> dict:
     """``run_case`` in a fresh interpreter; its last stderr line is the error of a crash."""
+    env = {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": str(mem_fraction)}
     with tempfile.TemporaryDirectory() as tmp:
         part = Path(tmp) / "case.json"
         cmd = [sys.executable, "-m", "benchmarks.models.peak_memory", "--case", json.dumps(case)]
         cmd += ["--part", str(part)]
         try:
             proc = subprocess.run(
-                cmd, timeout=max(timeout, 5), cwd=ROOT, env=dict(os.environ), capture_output=True, text=True
+                cmd, timeout=max(timeout, 5), cwd=ROOT, env=env, capture_output=True, text=True
             )
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {timeout:.0f}s"}
@@ -266,6 +267,11 @@ def _row(r: dict, device_gib: float) -> list:
     ]
 
 
+def _die(message: str):
+    print(f"peak_memory: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="0.5b,1.5b,3b,7b", help="comma list of benchmarks._common.shapes")
@@ -279,6 +285,12 @@ def parse_args(argv=None):
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default runs/benchmarks/)")
     ap.add_argument("--budget-s", type=float, default=3000.0, help="total wall time of all cases")
     ap.add_argument("--case-timeout", type=float, default=600.0)
+    ap.add_argument(
+        "--mem-fraction",
+        type=float,
+        default=float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", 0.95)),
+        help="share of the GPU each case's JAX may take (its bytes_limit; JAX's own default is 0.75)",
+    )
     ap.add_argument("--device-gib", type=float, default=DEVICE_GIB)
     ap.add_argument("--case", default=None, help=argparse.SUPPRESS)  # one case, in a subprocess
     ap.add_argument("--part", type=Path, default=None, help=argparse.SUPPRESS)
@@ -286,14 +298,14 @@ def parse_args(argv=None):
     try:
         args.seqs = list(SMOKE_SEQS) if args.smoke else [int(s) for s in args.seqs.split(",")]
     except ValueError:
-        ap.error(f"--seqs must be integers, got {args.seqs!r}")
+        _die(f"--seqs must be integers, got {args.seqs!r}")
     args.models = ["tiny"] if args.smoke else [m.strip() for m in args.models.split(",") if m.strip()]
     if args.chunk is None:
         from research.rl import LearnerConfig
 
         args.chunk = 32 if args.smoke else LearnerConfig().chunk_size
-    if args.batch < 1 or args.chunk < 1 or min(args.seqs) < 2:
-        ap.error("--batch and --chunk must be >= 1 and every seq >= 2")
+    if args.batch < 1 or args.chunk < 1 or min(args.seqs) < 2 or not 0 < args.mem_fraction <= 1:
+        _die("--batch and --chunk must be >= 1, every seq >= 2 and --mem-fraction in (0, 1]")
     return args
 
 
@@ -306,8 +318,7 @@ def main(argv=None) -> dict | None:
         try:
             model_config(model, max(args.seqs), args.remat, args.smoke, args.attention)
         except (SystemExit, ValueError) as exc:
-            print(f"peak_memory: {exc}".replace("error: ", ""), file=sys.stderr)
-            sys.exit(2)
+            _die(str(exc).replace("error: ", ""))
     start = time.perf_counter()
     results: dict = {
         "benchmark": "peak_memory",
@@ -320,6 +331,7 @@ def main(argv=None) -> dict | None:
             "run": args.run,
             "smoke": args.smoke,
             "device_gib": args.device_gib,
+            "mem_fraction": args.mem_fraction,
             "planned_formula": "argument + output - alias + temp (compiled.memory_analysis())",
         },
         "cases": [],
@@ -334,7 +346,7 @@ def main(argv=None) -> dict | None:
                 if left < 5:
                     r = {**case, "skipped": "budget"}
                 else:
-                    r = {**case, **_spawn(case, min(args.case_timeout, left))}
+                    r = {**case, **_spawn(case, min(args.case_timeout, left), args.mem_fraction)}
                     if "memory" in r:
                         r["ratios"] = _ratios(r)
                 results["cases"].append(r)

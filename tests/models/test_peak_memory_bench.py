@@ -63,7 +63,13 @@ def test_peak_memory_smoke(tmp_path):
 
 @pytest.mark.parametrize(
     "argv, word",
-    [(["--models", "9b"], "9b"), (["--remat", "bogus"], "remat"), (["--attention", "flash"], "attention")],
+    [
+        (["--models", "9b"], "9b"),
+        (["--remat", "bogus"], "remat"),
+        (["--attention", "flash"], "attention"),
+        (["--mem-fraction", "0"], "mem-fraction"),
+        (["--seqs", "8k"], "seqs"),
+    ],
 )
 def test_bad_input_one_line_exit_2(tmp_path, capsys, argv, word):
     from benchmarks.models import peak_memory as bench
