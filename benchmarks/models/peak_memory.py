@@ -37,6 +37,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -167,12 +168,11 @@ def predicted(cfg, critic: bool, tokens: int, seq: int, chunk: int) -> dict:
     }
 
 
-def run_case(case: dict) -> dict:
-    """One case, in this process: compile (planned), predict, and with ``case['run']`` run it."""
+def run_case(case: dict, part: Path | None = None) -> dict:
+    """One case, in this process: compile (planned), predict, and with ``case['run']`` run it. The result so
+    far is written to ``part`` before the run, so an OOM or crash of the run keeps the plan."""
     import jax
-    from flax import nnx
 
-    import models
     from research import rl
 
     t = time.perf_counter()
@@ -187,6 +187,8 @@ def run_case(case: dict) -> dict:
     out["compile_s"] = time.perf_counter() - t
     tokens = case["batch"] * case["seq"]
     out["predicted"] = predicted(cfg, critic, tokens, case["seq"], case["chunk"])
+    if part is not None:
+        part.write_text(json.dumps(out))
     if not case["run"]:
         return out
     peak = lambda: (jax.devices()[0].memory_stats() or {}).get("peak_bytes_in_use")  # None on CPU
@@ -195,6 +197,22 @@ def run_case(case: dict) -> dict:
         out["run_skipped"] = f"planned peak > bytes_limit ({limit / GiB:.1f} GiB)"
         return out
     out["bytes_limit"] = limit
+    try:
+        _run(out, cfg, critic, arrays, prepare, update, make_state, peak)
+    except Exception as exc:  # an OOM at run time: the planned figures stay
+        out["run_error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+    out["run_s"] = time.perf_counter() - t - out["compile_s"]
+    return out
+
+
+def _run(out, cfg, critic, arrays, prepare, update, make_state, peak):
+    """Random weights, ``prepare`` and one update; ``peak_bytes_in_use`` after each into ``out``."""
+    import jax
+    from flax import nnx
+
+    import models
+    from research import rl
+
     actor_p = nnx.split(models.init_model(cfg, seed=0))[1]
     critic_p = nnx.split(models.init_model(cfg, seed=1, cls=models.Critic))[1] if critic else None
     state = jax.jit(make_state)(actor_p, critic_p)  # moments: fresh arrays; parameters: the same buffers
@@ -208,12 +226,18 @@ def run_case(case: dict) -> dict:
     state, metrics = update(state, prepared)
     out["metrics"] = {k: float(v) for k, v in jax.device_get(metrics).items()}
     out["peak_bytes"] = peak()
-    out["run_s"] = time.perf_counter() - t - out["compile_s"]
-    return out
+
+
+def _error_line(stderr: str) -> str:
+    """The exception's line of a traceback (JAX appends notes after it), else the last line."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b", ln)]
+    return (errors or lines or ["no output"])[-1][:400]
 
 
 def _spawn(case: dict, timeout: float, mem_fraction: float) -> dict:
-    """``run_case`` in a fresh interpreter; its last stderr line is the error of a crash."""
+    """``run_case`` in a fresh interpreter. A crash or timeout is one error line (the last of stderr); one
+    after the plan was written keeps the plan, as ``run_error``."""
     env = {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": str(mem_fraction)}
     with tempfile.TemporaryDirectory() as tmp:
         part = Path(tmp) / "case.json"
@@ -223,12 +247,13 @@ def _spawn(case: dict, timeout: float, mem_fraction: float) -> dict:
             proc = subprocess.run(
                 cmd, timeout=max(timeout, 5), cwd=ROOT, env=env, capture_output=True, text=True
             )
+            error = None if proc.returncode == 0 else f"rc={proc.returncode}: {_error_line(proc.stderr)}"
         except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout:.0f}s"}
-        if part.is_file():
-            return json.loads(part.read_text())
-        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-        return {"error": f"rc={proc.returncode}: {lines[-1][:400] if lines else 'no output'}"}
+            error = f"timed out after {max(timeout, 5):.0f}s"
+        done = json.loads(part.read_text()) if part.is_file() else {}
+    if error:
+        done["run_error" if done else "error"] = error
+    return done
 
 
 def _ratios(r: dict) -> dict:
@@ -247,7 +272,7 @@ def _ratios(r: dict) -> dict:
 
 def _row(r: dict, device_gib: float) -> list:
     mem = r.get("memory")
-    status = r.get("error", r.get("skipped", r.get("run_skipped", "ok")))
+    status = r.get("error") or r.get("skipped") or r.get("run_error") or r.get("run_skipped") or "ok"
     if not mem:
         return [r["model"], r["seq"], r["learner"], r.get("remat"), None, None, None, None, None, status[:60]]
     gib = lambda b: None if b is None else b / GiB
@@ -312,7 +337,7 @@ def parse_args(argv=None):
 def main(argv=None) -> dict | None:
     args = parse_args(argv)
     if args.case is not None:  # the subprocess of one case: its result to --part
-        args.part.write_text(json.dumps(run_case(json.loads(args.case))))
+        args.part.write_text(json.dumps(run_case(json.loads(args.case), args.part)))
         return None
     for model in args.models:  # a wrong shape, remat or attention: one line, before any case runs
         try:

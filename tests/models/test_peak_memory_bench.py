@@ -81,3 +81,32 @@ def test_bad_input_one_line_exit_2(tmp_path, capsys, argv, word):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and word in err[0]
     assert not out.exists()  # checked before any case ran
+
+
+def test_error_line_is_the_exception_not_jax_note():
+    from benchmarks.models import peak_memory as bench
+
+    stderr = (
+        "Traceback (most recent call last):\n  File 'x.py', line 1\n    raise\n"
+        "RuntimeError: cuDNN is not detected.\n"
+        "--------------------\n"
+        "For simplicity, JAX has removed its internal frames from the traceback of the following exception.\n"
+    )
+    assert bench._error_line(stderr) == "RuntimeError: cuDNN is not detected."
+    assert bench._error_line("killed\n") == "killed"
+    assert bench._error_line("") == "no output"
+
+
+def test_failing_cases_are_recorded_and_the_rest_still_run(tmp_path):
+    """cuDNN attention fails to compile on CPU: every case records its error line, none stops the run."""
+    import jax
+
+    from benchmarks.models import peak_memory as bench
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("cuDNN attention compiles on a GPU")
+    out = tmp_path / "peak_memory.json"
+    record = bench.main(["--smoke", "--attention", "cudnn", "--out", str(out)])
+    cases = json.loads(out.read_text())["cases"]
+    assert len(cases) == len(bench.SMOKE_SEQS) * len(bench.LEARNERS) == len(record["cases"])
+    assert all("cuDNN" in c["error"] and "memory" not in c for c in cases)
