@@ -17,12 +17,14 @@ same pieces: the state (``TrainState``: fp32 parameters, AdamW moments, step, RN
 ``jax.eval_shape`` over ``models.abstract_model`` (no weights are allocated) and the prepared batch (one
 micro-batch, ``--batch`` rows of ``seq`` tokens, 90% policy tokens) from ``jax.eval_shape`` of the learner's
 ``prepare``. Actor-only is the learner without a critic (the ``grpo`` estimator, which needs none);
-actor + critic uses ``gae``. One micro-batch, so the model's gradient accumulation holds one gradient tree.
+actor + critic uses ``gae``. One micro-batch: no accumulation (one gradient tree; ``accumulate=False`` in
+the plan).
 
 planned peak = argument_size + output_size - alias_size + temp_size  (``compiled.memory_analysis()``:
 arguments are the state and batch, outputs alias the donated state, temp is XLA's scratch for the program).
 
-``--run`` (where the planned peak fits ``memory_stats()['bytes_limit']``) also builds random weights, runs
+``--run`` (where the planned peak fits ``memory_stats()['bytes_limit']``, i.e. ``--mem-fraction`` of the GPU,
+default 0.95) also builds random weights, runs
 ``prepare`` and one update, and reads ``peak_bytes_in_use`` after each (the process maximum: the update's
 peak is the figure when it exceeds prepare's; on CPU, which keeps no memory stats, it runs unmeasured).
 ``--attention xla`` and ``--remat`` override the shape's (XLA attention compiles the real shapes on CPU,
