@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,8 +49,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--steps", type=int, default=3, help="including the compile step 0")
     ap.add_argument("--micro-batches", type=int, default=8, help="the learner's gradient accumulation")
     ap.add_argument("--smoke", action="store_true", help="CPU: tiny model, CPU sandbox")
+    ap.add_argument("--run-dir", default=None, help="the pipeline's run directory (default: a temporary one)")
     args = ap.parse_args(argv)
     args.out = args.out or str(default_path("agent_rl_step"))
+    if not Path(args.problems).is_dir():  # a user error: one line, before anything starts
+        raise SystemExit(f"error: --problems {args.problems}: not a directory")
+    # the run directory (checkpoints, logs) stays out of --out's folder: only the JSON is the result
+    run_dir = args.run_dir or tempfile.mkdtemp(prefix="agent_rl_step_")
 
     import jax
 
@@ -80,7 +86,7 @@ def main(argv=None) -> dict:
         max_turn_tokens=args.turn_tokens,
     )
     cfg = PipelineConfig(
-        out_dir=str(Path(args.out).with_suffix("")) + "_run",
+        out_dir=run_dir,
         env="agent",
         model=spec,
         tasks=TasksConfig(source="dir", problems_dir=args.problems, limit=args.tasks),
@@ -108,6 +114,8 @@ def main(argv=None) -> dict:
             trajs = rt.env.rollout(sampler, cfg.ppo.rollout, step)
             t1 = time.perf_counter()
             batch, drops, _ = pack_trajectories(trajs, cfg.reward, pack)
+            if batch is None:  # nothing to learn from: say why instead of failing inside the learner
+                raise RuntimeError(f"step {step}: every episode was dropped before learning: {dict(drops)}")
             t2 = time.perf_counter()
             metrics = learner.ppo_step(batch)
             jax.block_until_ready(learner.state)
@@ -137,19 +145,26 @@ def main(argv=None) -> dict:
                 row["gpu"] = util.window(t0, t3)
             rows.append(row)
             print(json.dumps(row), flush=True)
+            # progressive: an outer timeout still leaves the steps measured so far
+            write_results("agent_rl_step", _summary(args, rows, util), args.out)
     finally:
         if util is not None:
             util.stop()
         rt.close()
+    out = _summary(args, rows, util)
+    write_results("agent_rl_step", out, args.out)
+    print(json.dumps(out["median"], indent=2))
+    return out
+
+
+def _summary(args, rows: list[dict], util) -> dict:
+    """The results: every step's row and the medians over the measured steps (step 0 compiles)."""
     timed = rows[1:] or rows
     med = {k: statistics.median(r[k] for r in timed) for k in rows[0] if isinstance(rows[0][k], float)}
     if util is not None:
         idle = [r["gpu"]["idle_share"] for r in timed if r["gpu"]["idle_share"] is not None]
         med["gpu_idle_share"] = statistics.median(idle) if idle else None
-    out = {"benchmark": "agent_rl_step", "args": vars(args), "env": env_info(), "rows": rows, "median": med}
-    write_results("agent_rl_step", out, args.out)
-    print(json.dumps(med, indent=2))
-    return out
+    return {"benchmark": "agent_rl_step", "args": vars(args), "env": env_info(), "rows": rows, "median": med}
 
 
 if __name__ == "__main__":
