@@ -47,13 +47,25 @@ def calls(args: dict, n: int, think_s: float, device: str) -> list[dict]:
     return out
 
 
-def main() -> int:
+def medians(runs: dict) -> dict:
+    """Median wall seconds per path; the pre-started path over its pre-started calls only (its first call is
+    cold by construction), None when none was (``--calls 1``, or the process never came up in time)."""
+    warm = [r["wall_s"] for r in runs["prestarted"] if r["prestarted"]]
+    return {
+        "cold": statistics.median(r["wall_s"] for r in runs["cold"]),
+        "prestarted": statistics.median(warm) if warm else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None, help="results JSON (default: runs/benchmarks/)")
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--think-s", type=float, default=8.0)
     ap.add_argument("--device", default="cpu")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    if a.calls < 1:
+        ap.error("--calls must be at least 1")
     sol = Path(tempfile.mkdtemp()) / "sol.py"  # a torch candidate: what is measured is the process
     sol.write_text(SOLUTION)
     args = {"reference": str(P / "ref_small.py"), "solution": str(sol)}
@@ -62,15 +74,13 @@ def main() -> int:
         os.environ[ENABLE_ENV] = flag
         runs[path] = calls(args, a.calls, a.think_s, a.device)
     PRESTARTER.close()
-    med = {
-        "cold": statistics.median(r["wall_s"] for r in runs["cold"]),
-        "prestarted": statistics.median(r["wall_s"] for r in runs["prestarted"] if r["prestarted"]),
-    }
+    med = medians(runs)
     import torch
 
     env = {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count()}
     env["date"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    summary = {"median_s": med, "saved_s": round(med["cold"] - med["prestarted"], 3)}
+    saved = round(med["cold"] - med["prestarted"], 3) if med["prestarted"] is not None else None
+    summary = {"median_s": med, "saved_s": saved}
     write_results("profile_prestart", {"environment": env, "summary": summary, "runs": runs}, a.out, indent=1)
     print(json.dumps(summary))
     return 0
