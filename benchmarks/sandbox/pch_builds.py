@@ -25,6 +25,7 @@ from pathlib import Path
 
 from benchmarks._results import ROOT, write_results
 from benchmarks.sandbox.load_inline_set import set_dir
+from kernels_env.judge.timing.timer import summarize
 
 DEFAULT = "01_relu,23_add,29_row_sum,33_row_softmax"
 
@@ -57,18 +58,33 @@ def run_one(solution: Path, cache: Path, mode: str) -> dict:
     return rec
 
 
-def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "_one":
-        print("RESULT " + json.dumps(one(sys.argv[2], sys.argv[3])), flush=True)
+def summary(cold: list[dict], pch: list[dict]) -> dict:
+    """Seconds: the cold builds' median, the PCH series' first build (it precompiles the header) and the
+    median of the rest; the solutions that failed in either series."""
+    ok = lambda recs: [r["seconds"] for r in recs if "seconds" in r]
+    return {
+        "cold_median_s": summarize(ok(cold))["median_ms"] if ok(cold) else None,
+        "pch_first_s": ok(pch[:1])[0] if ok(pch[:1]) else None,
+        "pch_next_median_s": summarize(ok(pch[1:]))["median_ms"] if ok(pch[1:]) else None,
+        "errors": [r["solution"] for r in cold + pch if "error" in r],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_one"]:
+        print("RESULT " + json.dumps(one(argv[1], argv[2])), flush=True)
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--solutions", default=DEFAULT, help="comma-separated stems of the load_inline set")
     p.add_argument("--json", default=None, help="results JSON (default: runs/benchmarks/)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     sols = [set_dir() / "solutions" / f"{s.strip()}.py" for s in args.solutions.split(",") if s.strip()]
+    missing = [s.stem for s in sols if not s.is_file()]
+    if not sols or missing:  # before any build: each costs a process and minutes
+        print(f"pch_builds: no such solution in the load_inline set: {','.join(missing) or '(none given)'}")
+        return 2
     import torch
-
-    from kernels_env.judge.timing.timer import summarize
 
     config = {
         "solutions": [s.stem for s in sols],
@@ -85,13 +101,7 @@ def main() -> int:
         out["cold"] = [run_one(s, Path(tmp) / f"cold_{s.stem}", "off") for s in sols]
         print("shared PCH, one cache (the first build also precompiles torch/extension.h):")
         out["pch"] = [run_one(s, Path(tmp) / "pch", "wait") for s in sols]
-    ok = lambda recs: [r["seconds"] for r in recs if "seconds" in r]
-    out["summary"] = {
-        "cold_median_s": summarize(ok(out["cold"]))["median_ms"] if ok(out["cold"]) else None,
-        "pch_first_s": ok(out["pch"][:1])[0] if ok(out["pch"][:1]) else None,
-        "pch_next_median_s": summarize(ok(out["pch"][1:]))["median_ms"] if ok(out["pch"][1:]) else None,
-        "errors": [r["solution"] for r in out["cold"] + out["pch"] if "error" in r],
-    }
+    out["summary"] = summary(out["cold"], out["pch"])
     print("results (seconds; summarize's *_ms keys hold seconds here):", json.dumps(out["summary"]))
     write_results("pch_builds", out, args.json, indent=1)
     return 0 if not out["summary"]["errors"] else 1
