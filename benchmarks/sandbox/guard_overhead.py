@@ -3,7 +3,8 @@ benchmark solution's ModelNew, with each of its switches off in turn, and the gu
 
     python -m benchmarks.sandbox.guard_overhead --out guard.json [--tasks 01_relu,10_matmul] [--calls 8]
 
-Runs in-process on one device (CUDA when visible, else CPU; CPU numbers only show Python-side costs). For
+Runs in-process on one device (CUDA when visible, else CPU; CPU numbers only show Python-side costs, and a
+CPU run needs ``--solutions-dir`` with solutions that run there, e.g. Triton under its interpreter). For
 every task: median wall seconds of ``model(*inputs)`` plain, under ``policy_guard`` with every defence on, and
 with one switch off (``census``+``trace`` = no profiler, ``poison``, ``watch``, ``threads``); then the guard's
 parts alone (profiler start/stop with event parsing, allocator snapshot + poisoning, judge-code integrity
@@ -136,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     name = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        print("guard_overhead: --device cuda, but no CUDA device is visible")
+        return 2
+    if name == "cpu" and args.solutions_dir.resolve() == SOLUTIONS.resolve():
+        # the fast path's solutions are NVRTC kernels: every task would only record "cannot run"
+        print("guard_overhead: the fast-path solutions need a CUDA device; on a CPU pass --solutions-dir")
+        return 2
     device = torch.device(name, 0) if name == "cuda" else torch.device("cpu")
     if name == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")

@@ -31,6 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import os
 
+    from kernels_env.runtime.devices import visible_gpus
+
+    on_cpu = args.device == "cpu" or (args.device == "auto" and not visible_gpus())
+    if on_cpu and args.solutions_dir.resolve() == (AREA / "solutions" / "fastpath").resolve():
+        # NVRTC kernels: on a CPU every verdict would be "cannot run", and the profile of that is no use
+        print("judge_profile: the fast-path solutions need a CUDA device; on a CPU pass --solutions-dir")
+        return 2
+
     work = Path(tempfile.mkdtemp(prefix="judge_profile_"))
     os.environ["KERNELS_ENV_PROFILE_DIR"] = str(work / "prof")
     from kernels_env.client import SandboxClient
