@@ -26,6 +26,7 @@ from pathlib import Path
 from benchmarks._results import ROOT, write_results
 from kernels_env.client import SandboxClient
 from kernels_env.rules.config import SandboxConfig
+from kernels_env.runtime.devices import visible_gpus
 
 P = ROOT / "tests" / "tools" / "fixtures" / "problems"
 CASES = [  # (reference, solution): CUDA via the fast path's NVRTC kernels, and a Triton kernel
@@ -84,7 +85,7 @@ def timed(sb: SandboxClient, tool: str, args: dict, time_s: float) -> dict:
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None, help="results JSON (default: runs/benchmarks/)")
     ap.add_argument("--repeats", type=int, default=1)
@@ -92,7 +93,10 @@ def main() -> int:
     ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "tool_latency_cache"))
     ap.add_argument("--no-prestart", action="store_true", help="every profile in a fresh process (cold)")
     ap.add_argument("--think-s", type=float, default=5.0, help="pause between calls (the agent's turn)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    if not visible_gpus():  # on a CPU every profile fails (ncu needs a GPU, the cases' kernels are CUDA)
+        print("tool_latency: needs a CUDA GPU (the profile calls it times run CUDA kernels); none is visible")
+        return 2
     runs = []
     config = SandboxConfig(
         device="auto", cache_dir=a.cache_dir, standby_run_workers=False, prestart_profiler=not a.no_prestart
