@@ -21,9 +21,12 @@ It follows this repository's code, not a generic recipe:
   unembedding gradient of the chunk scan (a [V, D] carry and one chunk's product, parameter dtype) is
   counted with the gradients as ``grad_workspace``.
 * A critic (``models.Critic``) is a second backbone (embedding, no lm head, fp32 value head) with its own
-  gradients and AdamW moments; it runs after the actor's backward, so activations are the larger of the two,
-  i.e. the actor's (it computes no vocabulary logits). A frozen reference policy (KL penalties) is one more
-  copy of the parameters.
+  gradients and AdamW moments, and its own activations (``critic_activations``, the backbone's: it computes
+  no vocabulary logits). Both are live at once: the PPO update is one jitted program and XLA's scheduler
+  does not finish the actor's backward before the critic's forward (measured on an H200, 2026-12-05: the
+  0.5B update at 32K tokens without remat plans 34.4 GiB of scratch for the actor alone and 66.4 GiB with a
+  critic; docs/results/sizes_gpu.md). A frozen reference policy (KL penalties) is one more copy of the
+  parameters.
 * Rollouts (``models.Sampler`` / ``models.Engine``) cast the parameters to the compute dtype inside their
   jitted programs (one copy, none when both dtypes agree) and keep keys and values in the compute dtype,
   ``2 x layers x kv_heads x head_dim`` per token; the Engine's pool holds ``kv_tokens // page_size`` pages
@@ -239,6 +242,7 @@ def memory_plan(cfg: ModelConfig, settings: MemorySettings | None = None, **over
         "grads": trained * p * (2 if s.accumulate else 1),
         "grad_workspace": 2 * unembed * p,
         "activations": activation_bytes(cfg, tokens, s.seq_len),
+        "critic_activations": activation_bytes(cfg, tokens, s.seq_len) if s.critic else 0,
         "logits": logits_bytes(cfg, tokens, s.chunk_size),
         "optimizer_step": trained * p,
     }
@@ -254,7 +258,9 @@ def memory_plan(cfg: ModelConfig, settings: MemorySettings | None = None, **over
         + rows * cfg.vocab_size * 4 * 3  # last-position logits, their sort for top-p, the probabilities
     )
     resident = comp["params"] + comp["reference"] + comp["optimizer"]
-    backward = comp["grads"] + comp["grad_workspace"] + comp["activations"] + comp["logits"]
+    backward = (
+        comp["grads"] + comp["grad_workspace"] + comp["activations"] + comp["critic_activations"] + comp["logits"]
+    )
     step = trained * p + comp["optimizer_step"]
     learner = max(backward, step)
     rollout = comp["kv_cache"] + comp["rollout_weights"] + comp["prefill"]

@@ -3,6 +3,9 @@ estimate against XLA's own buffer assignment of a forward + backward, and the Qw
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -179,3 +182,32 @@ def test_cli_prints_the_table_and_refuses_an_unknown_preset(capsys):
     assert main(["--preset", "no_such_preset"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no_such_preset" in err[0]
+
+
+# XLA's own plan for research.rl's PPO update, compiled on an H200 (benchmarks/models/peak_memory.py,
+# 2026-12-05; docs/results/sizes_gpu.md); at 1.5B / 8K the measured peak_bytes_in_use equalled the plan.
+MEASURED = Path(__file__).resolve().parents[2] / "docs" / "results" / "data" / "sizes_2026-12-05_h200.json"
+
+
+def _gpu_cases():
+    data = json.loads(MEASURED.read_text())
+    runs = data["peak_memory_compile_only"]["cases"] + data["peak_memory_run"]["cases"]
+    return [c for c in runs if c.get("memory")]
+
+
+def test_plan_covers_every_update_measured_on_the_gpu():
+    """The plan must never promise less than XLA needs (a preset sized by it would OOM), nor be so loose it
+    wastes a GPU: XLA's planned peak <= the plan's resident + learner phase <= 1.35x it, at every case
+    measured (actor alone and with a critic, 0.5B and 1.5B, 8K and 32K tokens, remat none and full). Before
+    the critic's activations were counted the 0.5B update with a critic at 32K was planned 49.6 GiB for
+    XLA's 77.5."""
+    from benchmarks.models.peak_memory import model_config, predicted
+
+    cases = _gpu_cases()
+    assert len(cases) >= 6
+    for c in cases:
+        cfg = model_config(c["model"], c["seq"], c["remat"], False, c["attention"])
+        pred = predicted(cfg, c["learner"] == "actor+critic", c["batch"] * c["seq"], c["seq"], c["chunk"])
+        xla = c["memory"]["planned"]
+        ratio = pred["total"] / xla
+        assert 1.0 <= ratio <= 1.35, (c["model"], c["seq"], c["learner"], c["remat"], ratio)
