@@ -16,6 +16,7 @@ of the timed pass (prefill, host work and tool-free observation appends included
 of the ``slots`` sequences doing useful work per decode step.
 
     python -m benchmarks.models.rollout_engine                     # GPU (runs/benchmarks/rollout_engine.json)
+    python -m benchmarks.models.rollout_engine --model 1.5b --budget-s 240   # a Qwen2.5-1.5B shape
     python -m benchmarks.models.rollout_engine --smoke --out /tmp/re.json  # CPU, tiny random model
 """
 
@@ -27,9 +28,12 @@ import time
 
 import numpy as np
 
+from benchmarks._common.shapes import add_model_arg, shape_arch
 from benchmarks._results import env_info, write_results
 
-MODES = ("sampler_lockstep", "engine_lockstep", "engine_continuous", "engine_full")
+# the engine's full configuration first, the lockstep sampler (today's path, the baseline) next: a run cut
+# short by its budget still has the comparison that matters
+MODES = ("engine_full", "sampler_lockstep", "engine_continuous", "engine_lockstep")
 N_EOS = 16
 
 
@@ -166,7 +170,7 @@ def build(args):
             initializer_range=0.02,
         )
     else:
-        cfg = models.qwen2_0_5b_config(compute_dtype="bfloat16", param_dtype="bfloat16")
+        cfg = shape_arch(args.model).replace(compute_dtype="bfloat16", param_dtype="bfloat16")
     model = models.init_model(cfg, seed=0)
     need = args.prompt_len + args.max_turns * (args.max_new + args.obs_len)
     ecfg = models.EngineConfig(
@@ -197,6 +201,8 @@ def main(argv=None) -> dict:
     p.add_argument("--segment", type=int, default=16, help="decode steps per engine step")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget-s", type=float, default=0.0, help="no mode starts after this (s; 0: none)")
+    add_model_arg(p)
     p.add_argument("--out", default=None, help="results JSON (default: runs/benchmarks/)")
     args = p.parse_args(argv)
     if args.smoke:
@@ -207,10 +213,25 @@ def main(argv=None) -> dict:
     if bad:
         print(f"error: unknown mode(s) {bad}; choose from {MODES}", file=sys.stderr)
         sys.exit(2)
+    t0 = time.perf_counter()
     cfg, engine, sampler, device = build(args)
     episodes = workload(args, cfg.vocab_size)
-    results = {}
+    print(f"[rollout] built in {time.perf_counter() - t0:.1f} s: {len(episodes)} episodes, "
+          f"{sum(len(e['budgets']) for e in episodes)} turns", flush=True)
+    results: dict = {}
+    record = {
+        "smoke": args.smoke,
+        "environment": env_info(),
+        "device": device,
+        "workload": {k: v for k, v in vars(args).items() if k not in ("out", "modes")},
+        "episodes": len(episodes),
+        "turns": sum(len(e["budgets"]) for e in episodes),
+        "results": results,
+    }
     for mode in modes:
+        if args.budget_s and time.perf_counter() - t0 > args.budget_s:
+            results[mode] = {"skipped": "budget"}
+            continue
         if mode == "sampler_lockstep":
             fn = lambda: run_sampler(sampler, episodes, args)
         else:
@@ -221,27 +242,21 @@ def main(argv=None) -> dict:
             }
             c, s = flags[mode]
             fn = lambda c=c, s=s: run_engine(engine, episodes, args, continuous=c, sharing=s)
+        t = time.perf_counter()
         fn()  # compile
-        results[mode] = fn()
-        r = results[mode]
+        print(f"[rollout] {mode}: compile pass {time.perf_counter() - t:.1f} s", flush=True)
+        results[mode] = r = fn()
         print(
             f"{mode:18s} {r['tokens_per_s']:10.1f} tok/s  occupancy {r['occupancy']:.2f}  "
             f"prefill {r['prefill_tokens']}",
             flush=True,
         )
-    base = results.get("sampler_lockstep")
-    if base:
-        for r in results.values():
-            r["speedup_vs_sampler"] = r["tokens_per_s"] / base["tokens_per_s"]
-    record = {
-        "smoke": args.smoke,
-        "environment": env_info(),
-        "device": device,
-        "workload": {k: v for k, v in vars(args).items() if k not in ("out", "modes")},
-        "episodes": len(episodes),
-        "turns": sum(len(e["budgets"]) for e in episodes),
-        "results": results,
-    }
+        base = results.get("sampler_lockstep")
+        if base:
+            for r in results.values():
+                if "tokens_per_s" in r:
+                    r["speedup_vs_sampler"] = r["tokens_per_s"] / base["tokens_per_s"]
+        write_results("rollout_engine", record, args.out)  # per mode: a timeout keeps the finished ones
     write_results("rollout_engine", record, args.out)
     return record
 

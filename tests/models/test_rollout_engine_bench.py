@@ -26,3 +26,14 @@ def test_rollout_engine_benchmark_smoke(tmp_path):
     full, cont = res["engine_full"], res["engine_continuous"]
     assert full["prefill_saved_sharing"] > 0 and cont["prefill_saved_sharing"] == 0
     assert full["prefill_tokens"] + full["prefill_saved_sharing"] == cont["prefill_tokens"]
+
+
+def test_rollout_engine_budget_skips_modes_and_still_writes(tmp_path):
+    """A budget spent before a mode starts skips it (recorded), and the JSON is written either way: a GPU
+    call's outer timeout must not lose the modes that finished."""
+    from benchmarks.models import rollout_engine as bench
+
+    out = tmp_path / "r.json"
+    record = bench.main(["--smoke", "--budget-s", "1e-9", "--out", str(out)])
+    assert record["results"] == {m: {"skipped": "budget"} for m in bench.MODES}
+    assert json.loads(out.read_text())["results"] == record["results"]
