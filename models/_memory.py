@@ -258,9 +258,8 @@ def memory_plan(cfg: ModelConfig, settings: MemorySettings | None = None, **over
         + rows * cfg.vocab_size * 4 * 3  # last-position logits, their sort for top-p, the probabilities
     )
     resident = comp["params"] + comp["reference"] + comp["optimizer"]
-    backward = (
-        comp["grads"] + comp["grad_workspace"] + comp["activations"] + comp["critic_activations"] + comp["logits"]
-    )
+    activations = comp["activations"] + comp["critic_activations"]  # live together (module docstring)
+    backward = comp["grads"] + comp["grad_workspace"] + activations + comp["logits"]
     step = trained * p + comp["optimizer_step"]
     learner = max(backward, step)
     rollout = comp["kv_cache"] + comp["rollout_weights"] + comp["prefill"]
