@@ -9,11 +9,11 @@ plans it, as measured on the device, and as ``models.memory_plan`` predicts it:
 Every case (model, seq, learner, remat) runs in a subprocess of its own (a per-case timeout; a crash, OOM or
 hang loses nothing of the others, whose results are written as they finish), so XLA's allocator starts clean.
 
-The update compiled is the learner's: ``research.rl._update.ppo_update`` bound to the models' graphdefs, the
-AdamW optimizers of ``research.rl.make_optimizer`` and a ``LearnerConfig``, jitted with the state donated,
-exactly as ``research.rl.Learner._compile`` does without a mesh. ``Learner`` itself cannot be built on
-abstract arrays (it reads every state leaf's ``.sharding``), so the case builds that same jitted step from the
-same pieces: the state (``TrainState``: fp32 parameters, AdamW moments, step, RNG) comes from
+The update compiled is the learner's own program: ``research.rl.jitted_updates`` (what ``Learner``
+compiles) bound to the models' graphdefs, the AdamW optimizers of ``research.rl.make_optimizer`` and a
+``LearnerConfig``, without a mesh. ``Learner`` itself cannot be built on abstract arrays (it reads every state
+leaf's ``.sharding``), so the case lowers those programs on abstract arguments: the state (``TrainState``:
+fp32 parameters, AdamW moments, step, RNG) comes from
 ``jax.eval_shape`` over ``models.abstract_model`` (no weights are allocated) and the prepared batch (one
 micro-batch, ``--batch`` rows of ``seq`` tokens, 90% policy tokens) from ``jax.eval_shape`` of the learner's
 ``prepare``. Actor-only is the learner without a critic (the ``grpo`` estimator, which needs none);
@@ -36,7 +36,6 @@ update's working memory (temp vs the learner phase) separately as well as in tot
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import re
@@ -96,14 +95,13 @@ def batch_arrays(cfg, rows: int, seq: int) -> dict:
 
 def build_step(cfg, critic: bool, chunk: int):
     """(update, prepare, make_state, abstract_state): the learner's jitted ``ppo_update`` and ``prepare``
-    (bound as ``Learner._compile`` binds them, no mesh) and the state, abstract (no memory)."""
+    (``research.rl.jitted_updates``, no mesh) and the state, abstract (no memory)."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
     import models
     from research import rl
-    from research.rl import _update
 
     lcfg = rl.LearnerConfig(
         micro_batches=1,
@@ -124,21 +122,8 @@ def build_step(cfg, critic: bool, chunk: int):
             rng=jax.random.key(lcfg.seed),
         )
 
-    update = jax.jit(
-        functools.partial(
-            _update.ppo_update,
-            actor_def=actor_def,
-            critic_def=critic_def,
-            actor_tx=actor_tx,
-            critic_tx=critic_tx,
-            cfg=lcfg,
-            mesh=None,
-        ),
-        donate_argnums=(0,),
-    )
-    prepare = jax.jit(
-        functools.partial(_update.prepare, actor_def=actor_def, critic_def=critic_def, ref_def=None, cfg=lcfg)
-    )
+    programs = rl.jitted_updates(lcfg, actor_def, critic_def, None, actor_tx, critic_tx)
+    update, prepare = programs["ppo"], programs["prepare"]
     return update, prepare, make_state, jax.eval_shape(make_state, actor_abs, critic_abs)
 
 

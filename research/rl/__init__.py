@@ -22,7 +22,7 @@ from ._checkpoint import CheckpointDir, restore_learner, save_learner
 from ._config import AdvantageConfig, LearnerConfig, LossConfig, OptimConfig
 from ._devices import DevicesConfig, apply_devices
 from ._distributed import DistributedConfig, allgather_objects, initialize_distributed, is_primary, sync
-from ._learner import Learner
+from ._learner import Learner, jitted_updates
 from ._loop import RunConfig, train
 from ._losses import (
     AGGREGATIONS,
@@ -104,6 +104,7 @@ __all__ = [
     "ppo_clip",
     "read_metrics",
     "restore_learner",
+    "jitted_updates",
     "returns_to_go",
     "rloo",
     "save_learner",

@@ -55,6 +55,31 @@ def _layout_metrics(batch: RLBatch) -> dict[str, float]:
     return {"batch/pad_fraction": float(1.0 - np.count_nonzero(seg) / max(seg.size, 1))}
 
 
+def jitted_updates(
+    cfg: LearnerConfig, actor_def, critic_def, ref_def, actor_tx, critic_tx, *, mesh=None, out_shardings=None
+) -> dict:
+    """The learner's jitted programs (``prepare``, ``ppo``, ``rft``, ``value``) bound to its graph
+    definitions, optimizers and config; every update donates the state. ``Learner`` compiles these, and
+    ``benchmarks.models.peak_memory`` lowers the same ones on abstract state (no weights allocated)."""
+    jit = lambda fn: jax.jit(fn, donate_argnums=(0,), out_shardings=out_shardings)
+    bound = functools.partial
+    return {
+        "prepare": jax.jit(
+            bound(_update.prepare, actor_def=actor_def, critic_def=critic_def, ref_def=ref_def, cfg=cfg)
+        ),
+        "ppo": jit(
+            bound(
+                _update.ppo_update, actor_def=actor_def, critic_def=critic_def, actor_tx=actor_tx,
+                critic_tx=critic_tx, cfg=cfg, mesh=mesh,
+            )
+        ),
+        "rft": jit(bound(_update.rft_update, actor_def=actor_def, actor_tx=actor_tx, cfg=cfg, mesh=mesh)),
+        "value": jit(
+            bound(_update.value_update, critic_def=critic_def, critic_tx=critic_tx, cfg=cfg, mesh=mesh)
+        ),
+    }
+
+
 class Learner:
     """Actor (``models.CausalLM``), critic (``models.Critic``, separate parameters; None for critic-free
     estimators) and an optional frozen reference policy (for KL penalties), trained per ``config``."""
@@ -100,39 +125,15 @@ class Learner:
         self._compile()
 
     def _compile(self):
-        cfg, mesh = self.config, self.mesh
-        out = (self._shardings, None) if mesh is not None else None
-        jit = lambda fn: jax.jit(fn, donate_argnums=(0,), out_shardings=out)
-        self._jit, self._actor_updates = jit, {}
-        self._prepare = jax.jit(
-            functools.partial(
-                _update.prepare,
-                actor_def=self.actor_def,
-                critic_def=self.critic_def,
-                ref_def=self.ref_def,
-                cfg=cfg,
-            )
+        out = (self._shardings, None) if self.mesh is not None else None
+        self._jit = lambda fn: jax.jit(fn, donate_argnums=(0,), out_shardings=out)
+        self._actor_updates = {}
+        programs = jitted_updates(
+            self.config, self.actor_def, self.critic_def, self.ref_def, self.actor_tx, self.critic_tx,
+            mesh=self.mesh, out_shardings=out,
         )
-        self._ppo = jit(
-            functools.partial(
-                _update.ppo_update,
-                actor_def=self.actor_def,
-                critic_def=self.critic_def,
-                actor_tx=self.actor_tx,
-                critic_tx=self.critic_tx,
-                cfg=cfg,
-                mesh=mesh,
-            )
-        )
-        self._rft = jit(
-            functools.partial(
-                _update.rft_update, actor_def=self.actor_def, actor_tx=self.actor_tx, cfg=cfg, mesh=mesh
-            )
-        )
-        self._value = jit(
-            functools.partial(
-                _update.value_update, critic_def=self.critic_def, critic_tx=self.critic_tx, cfg=cfg, mesh=mesh
-            )
+        self._prepare, self._ppo, self._rft, self._value = (
+            programs[k] for k in ("prepare", "ppo", "rft", "value")
         )
 
         @jax.jit
