@@ -51,6 +51,20 @@ def shape_arch(name: str):
     return model_shape(name, **{k: fields[k] for k in RUNTIME_FIELDS})
 
 
+def tiny_arch():
+    """The CPU smoke model of the model benchmarks (2 layers of width 64, a 512-token vocabulary)."""
+    import models
+
+    tiny = dict(num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512)
+    return models.tiny_config(**tiny)
+
+
+def bench_config(model: str, tiny: bool):
+    """A benchmark's base config before its per-attempt runtime choices: the tiny smoke model, else the
+    ``--model`` shape's architecture (``shape_arch``)."""
+    return tiny_arch() if tiny else shape_arch(model)
+
+
 def add_model_arg(parser) -> None:
     """The benchmarks' ``--model NAME`` option (a key of SHAPES; --tiny / --smoke ignore it)."""
     parser.add_argument(

@@ -46,7 +46,9 @@ import time
 from pathlib import Path
 
 from benchmarks._common.jax_bench import table
+from benchmarks._common.shapes import model_shape, tiny_arch
 from benchmarks._results import ROOT, write_results
+from benchmarks.models.ppo_update import synthetic_batch
 
 GiB = 1024**3
 DEVICE_GIB = 130.0  # of an H200's ~139 GiB usable (benchmarks.models.memory_plan's margin)
@@ -57,40 +59,14 @@ SMOKE_SEQS = (64, 128)
 def model_config(name: str, seq: int, remat: str | None, smoke: bool, attention: str | None = None):
     """The ``models.ModelConfig`` of a case: a conf/model shape (fp32 params, bf16 compute, its attention
     and remat) or, with ``smoke``, a tiny one with XLA attention (CPU); ``remat`` / ``attention`` override."""
-    import models
 
     if smoke:
-        cfg = models.tiny_config(
-            num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512
-        ).replace(param_dtype="float32", compute_dtype="bfloat16", attention_impl="xla")
+        cfg = tiny_arch().replace(param_dtype="float32", compute_dtype="bfloat16", attention_impl="xla")
     else:
-        from benchmarks._common.shapes import model_shape
-
         cfg = model_shape(name)
     cfg = cfg.replace(max_position_embeddings=max(seq, cfg.max_position_embeddings))
     cfg = cfg.replace(remat=remat) if remat else cfg
     return cfg.replace(attention_impl=attention) if attention else cfg
-
-
-def batch_arrays(cfg, rows: int, seq: int) -> dict:
-    """A rollout batch as ``research.rl.pack_trajectories`` makes it (numpy): random tokens, the first 10% of
-    each row prompt, a terminal reward."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    mask = np.zeros((rows, seq), np.float32)
-    mask[:, seq // 10 :] = 1.0
-    rewards = np.zeros((rows, seq), np.float32)
-    rewards[:, -1] = rng.choice([-1.0, 1.0], rows)
-    return dict(
-        tokens=rng.integers(1, cfg.vocab_size, (rows, seq)).astype(np.int32),
-        response_mask=mask,
-        old_logprobs=np.zeros((rows, seq), np.float32),
-        token_rewards=rewards,
-        token_discounts=np.ones((rows, seq), np.float32),
-        turn_ids=np.where(mask > 0, 0, -1).astype(np.int32),
-        group_ids=(np.arange(rows) // 2).astype(np.int32),
-    )
 
 
 def build_step(cfg, critic: bool, chunk: int):
@@ -160,15 +136,14 @@ def run_case(case: dict, part: Path | None = None) -> dict:
     far is written to ``part`` before the run, so an OOM or crash of the run keeps the plan."""
     import jax
 
-    from research import rl
 
     t = time.perf_counter()
     critic = case["learner"] == "actor+critic"
     cfg = model_config(case["model"], case["seq"], case["remat"], case["smoke"], case["attention"])
     out: dict = {"remat": cfg.remat, "attention": cfg.attention_impl, "device": str(jax.devices()[0])}
     update, prepare, make_state, state_abs = build_step(cfg, critic, case["chunk"])
-    arrays = batch_arrays(cfg, case["batch"], case["seq"])
-    batch_abs = rl.RLBatch(**{k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in arrays.items()})
+    arrays = synthetic_batch(cfg, case["batch"], case["seq"])  # ppo_update's batch: 90% policy tokens
+    batch_abs = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), arrays)
     prepared_abs, _ = jax.eval_shape(prepare, state_abs, batch_abs, None)
     out["memory"] = planned_peak(update.lower(state_abs, prepared_abs).compile())
     out["compile_s"] = time.perf_counter() - t
@@ -198,13 +173,12 @@ def _run(out, cfg, critic, arrays, prepare, update, make_state, peak):
     from flax import nnx
 
     import models
-    from research import rl
 
     actor_p = nnx.split(models.init_model(cfg, seed=0))[1]
     critic_p = nnx.split(models.init_model(cfg, seed=1, cls=models.Critic))[1] if critic else None
     state = jax.jit(make_state)(actor_p, critic_p)  # moments: fresh arrays; parameters: the same buffers
     del actor_p, critic_p
-    batch = rl.RLBatch(**{k: jax.numpy.asarray(v) for k, v in arrays.items()})
+    batch = jax.tree.map(jax.numpy.asarray, arrays)
     jax.block_until_ready(state)
     out["peak_bytes_init"] = peak()
     prepared, _ = prepare(state, batch, None)

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks._common.jax_bench import PEAK_BF16, jax_device_info, matmul_rate, table
-from benchmarks._common.shapes import add_model_arg, shape_arch
+from benchmarks._common.shapes import add_model_arg, bench_config
 from benchmarks._results import env_info, write_results
 from benchmarks.models.train_step import model_flops
 
@@ -49,13 +49,7 @@ SMOKE_PLAN = {64: [("xla", 4, 2, "none")]}
 def base_config(args):
     """The model every attempt derives from (runtime fields set per attempt): the tiny smoke model with
     --smoke, else the --model shape's architecture (0.5b: ``models.qwen2_0_5b_config()``)."""
-    import models
-
-    if args.smoke:
-        return models.tiny_config(
-            num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512
-        )
-    return shape_arch(args.model)
+    return bench_config(args.model, args.smoke)
 
 
 def attempt_config(base, attn: str, remat: str, seq: int):

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from benchmarks._common.jax_bench import PEAK_BF16, jax_device_info, matmul_rate, table
-from benchmarks._common.shapes import add_model_arg, shape_arch
+from benchmarks._common.shapes import add_model_arg, bench_config
 from benchmarks._results import env_info, write_results
 
 GPU_PLAN = [("cudnn", 8, "none"), ("cudnn", 8, "save_attn"), ("cudnn", 4, "full"), ("xla", 1, "full")]
@@ -35,13 +35,7 @@ TINY_PLAN = [("xla", 2, "none"), ("xla", 2, "full")]
 def base_config(args):
     """The model every attempt derives from (runtime fields set per attempt): the tiny smoke model with
     --tiny, else the --model shape's architecture (0.5b: ``models.qwen2_0_5b_config()``)."""
-    import models
-
-    if args.tiny:
-        return models.tiny_config(
-            num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128, vocab_size=512
-        )
-    return shape_arch(args.model)
+    return bench_config(args.model, args.tiny)
 
 
 def attempt_config(base, attn: str, remat: str):

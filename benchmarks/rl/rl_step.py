@@ -55,7 +55,7 @@ import time
 from pathlib import Path
 
 from benchmarks._common.jax_bench import jax_device_info, table
-from benchmarks._common.shapes import add_model_arg, shape_arch
+from benchmarks._common.shapes import add_model_arg, bench_config
 from benchmarks._results import env_info, write_results
 from benchmarks.models.ppo_update import update_flops
 from kernels_env.client import JudgeConfig, SandboxClient, SandboxConfig
@@ -169,12 +169,7 @@ def wait(job, row: dict, spans: list[tuple[float, float]]) -> list[dict]:
 def base_config(args):
     """The learner's and sampler's model before this benchmark's runtime choices: the tiny model with
     --smoke (--model ignored), else the --model shape's architecture (0.5b: ``qwen2_0_5b_config()``)."""
-    import models
-
-    if args.smoke:
-        return models.tiny_config(num_layers=2, hidden_size=64, head_dim=16, intermediate_size=128,
-                                  vocab_size=512)
-    return shape_arch(args.model)
+    return bench_config(args.model, args.smoke)
 
 
 def main(argv=None) -> dict:
